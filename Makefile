@@ -1,0 +1,41 @@
+# The two commands of the README. Each sets itself up on a fresh Debian 12.
+BUILD ?= build/release
+JOBS ?= $(shell nproc)
+
+.PHONY: run test setup build asan tsan fuzz format tidy clean
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake --preset release >/dev/null
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@bash scripts/run.sh $(BUILD)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+asan: setup
+	cmake --preset asan >/dev/null
+	cmake --build build/asan -j $(JOBS)
+	cd build/asan && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE nosan
+
+tsan: setup
+	cmake --preset tsan >/dev/null
+	cmake --build build/tsan -j $(JOBS)
+	cd build/tsan && ctest --output-on-failure -j $(JOBS) --timeout 600 -L tsan
+
+fuzz: setup
+	cmake --preset fuzz >/dev/null
+	cmake --build build/fuzz -j $(JOBS)
+	bash scripts/fuzz.sh build/fuzz $${FUZZ_SECONDS:-60}
+
+format:
+	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format -i
+
+clean:
+	rm -rf build
