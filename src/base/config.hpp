@@ -46,11 +46,20 @@ std::vector<Entry> dump();
 /// PIER_SHM_CELLS?"). Call after every library has registered its keys.
 std::vector<std::string> unknown_environment();
 /// The closest registered key to `name` by edit distance, or "".
+/// The answer carries the PIER_ prefix ("PIER_SHM_CELLS").
 std::string closest_key(std::string_view name);
+/// Declares that PIER_ variables starting with `var_prefix` (e.g.
+/// "PIER_RUN_") are read by other means (a launcher protocol) and are not
+/// reported by unknown_environment().
+void reserve_environment(std::string_view var_prefix);
 
 namespace detail {
 struct KeyBase;
+/// Keys register on construction and unregister on destruction; the registry
+/// keeps a pointer, so a key never moves. `name` must outlive the key (a
+/// string literal); a leading PIER_ is dropped.
 void register_key(KeyBase* key);
+void unregister_key(KeyBase* key);
 /// The text value for a key, from the api layer, the environment or default.
 struct KeyBase {
   std::string_view name;  ///< without the PIER_ prefix
@@ -74,6 +83,9 @@ template <>
 class Key<bool> {
  public:
   Key(std::string_view name, bool fallback, std::string_view help);
+  ~Key();
+  Key(const Key&) = delete;
+  Key& operator=(const Key&) = delete;
   bool get() const;
 
  private:
@@ -86,6 +98,9 @@ class Key<std::int64_t> {
  public:
   Key(std::string_view name, std::int64_t fallback, std::int64_t min, std::int64_t max,
       std::string_view help, Type type = Type::integer);
+  ~Key();
+  Key(const Key&) = delete;
+  Key& operator=(const Key&) = delete;
   std::int64_t get() const;
 
  private:
@@ -96,6 +111,9 @@ template <>
 class Key<std::string> {
  public:
   Key(std::string_view name, std::string_view fallback, std::string_view help);
+  ~Key();
+  Key(const Key&) = delete;
+  Key& operator=(const Key&) = delete;
   std::string get() const;
 
  private:

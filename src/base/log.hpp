@@ -17,7 +17,15 @@
 
 namespace pier::log {
 
-enum class Level : std::uint8_t { off = 0, error = 1, warn = 2, info = 3, debug = 4, trace = 5, data = 6 };
+enum class Level : std::uint8_t {
+  off = 0,
+  error = 1,
+  warn = 2,
+  info = 3,
+  debug = 4,
+  trace = 5,
+  data = 6
+};
 
 std::string_view to_string(Level level) noexcept;
 
