@@ -1,0 +1,77 @@
+// pier tcp: the bytes the tcp driver puts on the wire, and its url. Every
+// field is fixed-width little endian at a fixed offset; decoders trust no
+// length and answer malformed rather than assert (seed 003: driver-local
+// packet types with a subtype dispatched through the driver's own table).
+#pragma once
+
+#include <pier/driver.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace pier::drivers::tcp {
+
+/// Frame header, in front of every packet on a connection:
+///   [0] u8 type   (frame_data for core packets, frame_local for the driver's own)
+///   [1] u8 subtype (driver-local packet subtype, 0 for data)
+///   [2] u16 reserved, zero
+///   [4] u32 reserved, zero
+///   [8] u64 payload length
+inline constexpr std::size_t frame_header_size = 16;
+inline constexpr std::uint8_t frame_data = 0x01;
+inline constexpr std::uint8_t frame_local = 0x7f;
+
+/// Driver-local packet subtypes (seed 003), indexes of the handler table.
+enum class LocalType : std::uint8_t { hello = 0, keepalive = 1, count = 2 };
+
+struct FrameHeader {
+  std::uint8_t type = frame_data;
+  std::uint8_t subtype = 0;
+  std::uint64_t length = 0;
+};
+
+void encode_frame_header(std::span<std::byte, frame_header_size> out,
+                         const FrameHeader& h) noexcept;
+/// malformed for an unknown type, a non-zero reserved byte or a subtype
+/// outside the local table.
+Result<FrameHeader> decode_frame_header(std::span<const std::byte> in) noexcept;
+
+/// Url of a context, 32 bytes:
+///   [0] u8 version (1)  [1] u8 family (4 or 6)  [2] u16 port
+///   [4] u32 reserved    [8] u64 context id (random per context)
+///   [16] 16 bytes address (IPv4 in the first 4, the rest zero)
+inline constexpr std::size_t url_size = 32;
+inline constexpr std::uint8_t url_version = 1;
+using UrlBytes = std::array<std::byte, url_size>;
+
+struct Url {
+  std::uint8_t family = 4;  ///< 4 or 6
+  std::uint16_t port = 0;
+  std::uint64_t context_id = 0;
+  std::array<std::byte, 16> address{};
+};
+
+UrlBytes encode_url(const Url& url) noexcept;
+Result<Url> decode_url(std::span<const std::byte> in) noexcept;
+
+/// Hello, the payload of the first frame a connector sends (local subtype
+/// hello): who is connecting, for which track, and which context it meant.
+///   [0] u8 version (1)  [1] u8 track  [2] 6 bytes reserved
+///   [8] u64 context id of the target (a stale url is refused)
+///   [16] 32 bytes the connector's url
+inline constexpr std::size_t hello_size = 48;
+inline constexpr std::size_t hello_frame_size = frame_header_size + hello_size;
+
+struct Hello {
+  driver::Track track = driver::Track::small;
+  std::uint64_t target_id = 0;
+  UrlBytes connector_url{};
+};
+
+std::array<std::byte, hello_frame_size> encode_hello_frame(const Hello& h) noexcept;
+/// Decodes the payload (after the frame header).
+Result<Hello> decode_hello(std::span<const std::byte> in) noexcept;
+
+}  // namespace pier::drivers::tcp

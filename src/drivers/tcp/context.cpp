@@ -1,0 +1,391 @@
+#include "drivers/tcp/context.hpp"
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "drivers/tcp/instance.hpp"
+#include "drivers/tcp/net.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace pier::drivers::tcp {
+
+inline const config::IntKey send_queue_key{"TCP_SEND_QUEUE", 64, 1, 65536,
+                                           "packets one instance may have posted for sending"};
+inline const config::IntKey recv_buffer_key{
+    "TCP_RECV_BUFFER",
+    256 * 1024,
+    4096,
+    1 << 30,
+    "receive buffer of a small-track instance; the largest small packet is this less 16 bytes",
+    config::Type::size};
+inline const config::IntKey handshakes_key{
+    "TCP_BACKLOG", 64, 1, 65536, "accepted connections waiting for their instance, per context"};
+inline const config::IntKey keepalive_key{
+    "TCP_KEEPALIVE_MS", 5000, 0, 3600000,
+    "an idle connection that is polled sends a keep-alive packet this often (0: never)"};
+
+namespace {
+
+// epoll tags besides instance pointers (which are never this small).
+constexpr std::uint64_t tag_listen = 1;
+constexpr std::uint64_t tag_cancel = 2;
+constexpr std::uint64_t tag_handshake = 3;
+constexpr std::size_t large_recv_buffer = 64 * 1024;
+
+void close_fd(int& fd) noexcept {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+int remaining_ms(driver::Deadline deadline) noexcept {
+  const auto left = deadline - driver::Clock::now();
+  if (left <= driver::Clock::duration::zero()) return 0;
+  // Round up, so that a wait never returns before its deadline.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return ms > 60000 ? 60000 : static_cast<int>(ms);
+}
+
+}  // namespace
+
+TcpContext::~TcpContext() {
+  if (state_ != State::closed) (void)close();
+}
+
+Result<driver::Properties> TcpContext::properties(const driver::Hints&) {
+  if (state_ == State::closed) return Status::not_initialized;
+  if (state_ != State::fresh) return Status::invalid_argument;
+  send_queue_ = static_cast<std::size_t>(send_queue_key.get());
+  recv_buffer_ = static_cast<std::size_t>(recv_buffer_key.get());
+  max_handshakes_ = static_cast<std::size_t>(handshakes_key.get());
+  keepalive_ms_ = keepalive_key.get();
+  state_ = State::described;
+
+  driver::Properties props;
+  driver::Caps& caps = props.caps;
+  caps.supports_data = true;
+  caps.recv_post = true;
+  caps.max_iov = 64;
+  caps.blocking_wait = true;
+  caps.recv_any = true;
+  caps.max_packet = recv_buffer_ - frame_header_size;
+  caps.needs_rdv = false;
+  // Nominal loopback figures measured by bench/tcp_bench (docs/tcp.md).
+  props.profile.latency_ns = 3000;
+  props.profile.bandwidth_mbps = 6000;
+  return props;
+}
+
+std::size_t TcpContext::recv_buffer_size(driver::Track track) const noexcept {
+  return track == driver::Track::small ? recv_buffer_ : large_recv_buffer;
+}
+
+Result<std::vector<std::byte>> TcpContext::init() {
+  if (state_ == State::closed) return Status::not_initialized;
+  if (state_ != State::described) return Status::invalid_argument;
+  Result<SockAddr> addr = choose_listen_address();
+  if (!addr) return addr.status();
+
+  const int family = addr->storage.ss_family;
+  listen_fd_ = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) {
+    PIER_LOG(error, "tcp", "cannot create a socket: {}", std::strerror(errno));
+    return Status::system_error;
+  }
+  int one = 1;
+  (void)::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(listen_fd_, addr->get(), addr->length) != 0 || ::listen(listen_fd_, 1024) != 0) {
+    Url want;
+    from_sockaddr(*addr, want);
+    PIER_LOG(error, "tcp", "cannot listen on {}: {}", to_text(want), std::strerror(errno));
+    close_fds();
+    return Status::system_error;
+  }
+  SockAddr bound;
+  bound.length = sizeof bound.storage;
+  (void)::getsockname(listen_fd_, reinterpret_cast<::sockaddr*>(&bound.storage), &bound.length);
+
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  cancel_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || cancel_fd_ < 0) {
+    PIER_LOG(error, "tcp", "cannot create epoll or eventfd: {}", std::strerror(errno));
+    close_fds();
+    return Status::system_error;
+  }
+  ::epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag_listen;
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = tag_cancel;
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, cancel_fd_, &ev);
+
+  Url self;
+  from_sockaddr(bound, self);
+  // A random id per context: a url left over from a dead process whose port
+  // was reused names another id, and that context refuses the connection.
+  do {
+    if (!random_bytes(&id_, sizeof id_)) {
+      PIER_LOG(error, "tcp", "cannot read random bytes: {}", std::strerror(errno));
+      close_fds();
+      return Status::system_error;
+    }
+  } while (id_ == 0);
+  self.context_id = id_;
+  url_ = encode_url(self);
+  handshakes_.reserve(max_handshakes_);
+  parked_.reserve(max_handshakes_);
+  state_ = State::running;
+  PIER_LOG(debug, "tcp", "listening on {}", to_text(self));
+  return std::vector<std::byte>(url_.begin(), url_.end());
+}
+
+void TcpContext::close_fds() noexcept {
+  for (Handshake& h : handshakes_) close_fd(h.fd);
+  for (Parked& p : parked_) close_fd(p.fd);
+  handshakes_.clear();
+  parked_.clear();
+  close_fd(listen_fd_);
+  close_fd(epoll_fd_);
+  close_fd(cancel_fd_);
+}
+
+Status TcpContext::close() {
+  if (state_ == State::closed) return Status::not_initialized;
+  {
+    std::lock_guard lock(mutex_);
+    if (!instances_.empty()) {
+      PIER_LOG(warn, "tcp", "close() with {} instances still open", instances_.size());
+      return Status::in_use;
+    }
+  }
+  close_fds();
+  state_ = State::closed;
+  return Status::ok;
+}
+
+Result<std::unique_ptr<driver::Instance>> TcpContext::open_instance(driver::Track track) {
+  if (state_ == State::closed) return Status::not_initialized;
+  if (state_ != State::running) return Status::invalid_argument;
+  if (track != driver::Track::small && track != driver::Track::large)
+    return Status::invalid_argument;
+  auto inst = std::make_unique<TcpInstance>(*this, track);
+  {
+    std::lock_guard lock(mutex_);
+    instances_.push_back(inst.get());
+  }
+  return std::unique_ptr<driver::Instance>(std::move(inst));
+}
+
+Status TcpContext::attach(TcpInstance* inst, const UrlBytes& remote, driver::Track track,
+                          bool acceptor) {
+  std::lock_guard lock(mutex_);
+  for (TcpInstance* other : instances_)
+    if (other != inst && other->attached() && other->track() == track && other->remote() == remote)
+      return Status::in_use;
+  if (!acceptor) return Status::ok;
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if (it->track == track && it->url == remote) {
+      const int fd = it->fd;
+      parked_.erase(it);
+      inst->adopt(fd);
+      break;
+    }
+  }
+  return Status::ok;
+}
+
+void TcpContext::detach(TcpInstance* inst) noexcept {
+  std::lock_guard lock(mutex_);
+  instances_.erase(std::remove(instances_.begin(), instances_.end(), inst), instances_.end());
+  next_probe_ = 0;
+}
+
+void TcpContext::watch(int fd, TcpInstance* inst) noexcept {
+  ::epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = inst;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    PIER_LOG(warn, "tcp", "cannot watch a connection: {}", std::strerror(errno));
+}
+
+void TcpContext::unwatch(int fd) noexcept {
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+TcpInstance* TcpContext::find_acceptor(const UrlBytes& url, driver::Track track) noexcept {
+  for (TcpInstance* inst : instances_)
+    if (inst->awaiting_accept() && inst->track() == track && inst->remote() == url) return inst;
+  return nullptr;
+}
+
+void TcpContext::progress_accepts() noexcept {
+  if (state_ != State::running) return;
+  std::lock_guard lock(mutex_);
+  accept_new();
+  handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
+                                   [this](Handshake& h) { return !read_hello(h); }),
+                    handshakes_.end());
+}
+
+void TcpContext::accept_new() noexcept {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+        PIER_LOG(warn, "tcp", "accept failed: {}", std::strerror(errno));
+      if (errno == ECONNABORTED || errno == EINTR) continue;
+      return;
+    }
+    if (handshakes_.size() + parked_.size() >= max_handshakes_) {
+      PIER_LOG(warn, "tcp", "refusing a connection: {} are already waiting (PIER_TCP_BACKLOG)",
+               max_handshakes_);
+      ::close(fd);
+      continue;
+    }
+    tune_connection(fd);
+    ::epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag_handshake;
+    (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    handshakes_.push_back(Handshake{fd, 0, {}});
+  }
+}
+
+bool TcpContext::read_hello(Handshake& h) noexcept {
+  // Exactly the hello's bytes: whatever follows belongs to the instance.
+  const ssize_t n = ::recv(h.fd, h.buf.data() + h.got, h.buf.size() - h.got, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+  if (n <= 0) {
+    PIER_LOG(debug, "tcp", "a connection closed before its hello");
+    close_fd(h.fd);
+    return false;
+  }
+  h.got += static_cast<std::size_t>(n);
+  if (h.got < h.buf.size()) return true;
+  unwatch(h.fd);
+
+  const std::span<const std::byte> bytes(h.buf);
+  Result<FrameHeader> header = decode_frame_header(bytes.first(frame_header_size));
+  Result<Hello> hello = Status::malformed;
+  if (header && header->type == frame_local &&
+      header->subtype == static_cast<std::uint8_t>(LocalType::hello) &&
+      header->length == hello_size)
+    hello = decode_hello(bytes.subspan(frame_header_size));
+  if (!hello) {
+    PIER_LOG(warn, "tcp", "refusing a connection: its hello is {}", describe(hello.status()));
+    close_fd(h.fd);
+    return false;
+  }
+  if (hello->target_id != id_) {
+    PIER_LOG(info, "tcp", "refusing a connection meant for an older context (stale url)");
+    close_fd(h.fd);
+    return false;
+  }
+  hand_over(h.fd, hello->connector_url, hello->track);
+  return false;
+}
+
+void TcpContext::hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept {
+  if (TcpInstance* inst = find_acceptor(url, track)) {
+    inst->adopt(fd);
+    return;
+  }
+  parked_.push_back(Parked{fd, url, track});
+}
+
+void TcpContext::wait_accepts(driver::Deadline deadline) noexcept {
+  if (state_ != State::running) return;
+  ::pollfd fds[65];
+  nfds_t n = 0;
+  {
+    std::lock_guard lock(mutex_);
+    fds[n++] = ::pollfd{listen_fd_, POLLIN, 0};
+    for (const Handshake& h : handshakes_) {
+      if (n == 65) break;
+      fds[n++] = ::pollfd{h.fd, POLLIN, 0};
+    }
+  }
+  (void)::poll(fds, n, remaining_ms(deadline));
+}
+
+Status TcpContext::probe_any(driver::Instance** ready) {
+  *ready = nullptr;
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  return probe_once(ready, false, driver::Deadline{});
+}
+
+Status TcpContext::wait_any(driver::Instance** ready, driver::Deadline deadline) {
+  *ready = nullptr;
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  for (;;) {
+    const Status s = probe_once(ready, true, deadline);
+    if (s != Status::in_progress) return s;
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+  }
+}
+
+Status TcpContext::cancel_any() {
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  const std::uint64_t one = 1;
+  // eventfd writes are atomic and thread-safe: this is the one context call
+  // that may run while wait_any() sleeps in another thread.
+  if (::write(cancel_fd_, &one, sizeof one) != sizeof one) return Status::system_error;
+  return Status::ok;
+}
+
+Status TcpContext::probe_once(driver::Instance** ready, bool block,
+                              driver::Deadline deadline) noexcept {
+  // Bytes already buffered first: the kernel does not report those.
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t n = instances_.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      TcpInstance* inst = instances_[(next_probe_ + k) % n];
+      if (inst->track() == driver::Track::small && inst->ready(false)) {
+        next_probe_ = (next_probe_ + k + 1) % n;
+        *ready = inst;
+        return Status::ok;
+      }
+    }
+  }
+  ::epoll_event events[32];
+  const int timeout = block ? remaining_ms(deadline) : 0;
+  const int n = ::epoll_wait(epoll_fd_, events, 32, timeout);
+  if (n < 0) return errno == EINTR ? Status::in_progress : Status::system_error;
+  bool accepts = false;
+  bool canceled = false;
+  TcpInstance* found = nullptr;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t tag = events[i].data.u64;
+    if (tag == tag_cancel) {
+      canceled = true;
+    } else if (tag == tag_listen || tag == tag_handshake) {
+      accepts = true;
+    } else if (found == nullptr) {
+      auto* inst = static_cast<TcpInstance*>(events[i].data.ptr);
+      if (inst->ready(true)) found = inst;
+    }
+  }
+  if (accepts) progress_accepts();
+  if (found != nullptr) {
+    *ready = found;
+    return Status::ok;
+  }
+  if (canceled && block) {
+    std::uint64_t value = 0;
+    (void)::read(cancel_fd_, &value, sizeof value);
+    return Status::canceled;
+  }
+  return Status::in_progress;
+}
+
+}  // namespace pier::drivers::tcp

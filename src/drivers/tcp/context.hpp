@@ -1,0 +1,93 @@
+// pier tcp: one context per NI. It owns the listening socket, the epoll set
+// that serves receive-any, and the accepted connections whose instance does
+// not exist yet (an accept may arrive before the local connect_async()).
+#pragma once
+
+#include "drivers/tcp/codec.hpp"
+
+#include <pier/driver.hpp>
+
+#include <mutex>
+#include <vector>
+
+namespace pier::drivers::tcp {
+
+class TcpInstance;
+
+class TcpContext final : public driver::Context {
+ public:
+  TcpContext() = default;
+  ~TcpContext() override;
+
+  std::string_view name() const noexcept override { return "tcp"; }
+  Result<driver::Properties> properties(const driver::Hints& hints) override;
+  Result<std::vector<std::byte>> init() override;
+  Status close() override;
+  Result<std::unique_ptr<driver::Instance>> open_instance(driver::Track track) override;
+  Status probe_any(driver::Instance** ready) override;
+  Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
+  Status cancel_any() override;
+
+  // --- for instances --------------------------------------------------
+  const UrlBytes& url() const noexcept { return url_; }
+  bool running() const noexcept { return state_ == State::running; }
+  std::size_t send_queue_size() const noexcept { return send_queue_; }
+  std::size_t recv_buffer_size(driver::Track track) const noexcept;
+  std::int64_t keepalive_ms() const noexcept { return keepalive_ms_; }
+  /// Claims (remote url, track) for `inst`: in_use when another instance of
+  /// this context holds it. An acceptor adopts a parked connection at once.
+  Status attach(TcpInstance* inst, const UrlBytes& remote, driver::Track track, bool acceptor);
+  /// Forgets `inst` (its destructor).
+  void detach(TcpInstance* inst) noexcept;
+  /// Accepts connections and reads their hellos, handing each to its
+  /// instance or parking it; never blocks.
+  void progress_accepts() noexcept;
+  /// Sleeps until a connection or hello may have arrived, or the deadline.
+  void wait_accepts(driver::Deadline deadline) noexcept;
+  /// Adds or removes a connected small-track socket in the receive-any set.
+  void watch(int fd, TcpInstance* inst) noexcept;
+  void unwatch(int fd) noexcept;
+
+ private:
+  enum class State : std::uint8_t { fresh, described, running, closed };
+  struct Handshake {  ///< accepted, hello not complete yet
+    int fd;
+    std::size_t got;
+    std::array<std::byte, hello_frame_size> buf;
+  };
+  struct Parked {  ///< hello read, waiting for the local connect_async()
+    int fd;
+    UrlBytes url;
+    driver::Track track;
+  };
+
+  void accept_new() noexcept;
+  /// Reads what has arrived of one hello; false when the entry is finished
+  /// (handed over, parked or dropped) and must leave the list.
+  bool read_hello(Handshake& h) noexcept;
+  void hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept;
+  TcpInstance* find_acceptor(const UrlBytes& url, driver::Track track) noexcept;
+  Status probe_once(driver::Instance** ready, bool block, driver::Deadline deadline) noexcept;
+  void close_fds() noexcept;
+
+  State state_ = State::fresh;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int cancel_fd_ = -1;
+  std::uint64_t id_ = 0;
+  UrlBytes url_{};
+  std::size_t send_queue_ = 64;
+  std::size_t recv_buffer_ = 256 * 1024;
+  std::size_t max_handshakes_ = 64;
+  std::int64_t keepalive_ms_ = 0;
+
+  // Connection set-up may run from several instances' threads at once; the
+  // packet paths never take this lock.
+  std::mutex mutex_;
+  std::vector<TcpInstance*> instances_;
+  std::vector<Handshake> handshakes_;
+  std::vector<Parked> parked_;
+  std::size_t next_probe_ = 0;
+};
+
+}  // namespace pier::drivers::tcp

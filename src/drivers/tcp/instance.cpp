@@ -1,0 +1,228 @@
+// pier tcp: instance life cycle. The side whose url is lexically larger
+// connects and sends a hello naming (its url, track); the other side accepts
+// and matches the hello to its instance (REFERENCE N14), so two peers that
+// connect at once end with exactly one connection per track.
+#include "drivers/tcp/instance.hpp"
+
+#include "base/log.hpp"
+#include "drivers/tcp/context.hpp"
+#include "drivers/tcp/net.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace pier::drivers::tcp {
+namespace {
+
+constexpr std::uintptr_t mark_done = 0x7c9d;
+
+int wait_ms(driver::Deadline deadline) noexcept {
+  const auto left = deadline - driver::Clock::now();
+  if (left <= driver::Clock::duration::zero()) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  // Wake now and then to send keep-alives and notice a dead connect.
+  return ms > 100 ? 100 : static_cast<int>(ms);
+}
+
+}  // namespace
+
+TcpInstance::TcpInstance(TcpContext& ctx, driver::Track track)
+    : ctx_(ctx),
+      track_(track),
+      slots_(ctx.send_queue_size()),
+      rbuf_(ctx.recv_buffer_size(track)),
+      max_packet_(track == driver::Track::small ? rbuf_.size() - frame_header_size
+                                                : ~std::size_t{0}) {}
+
+TcpInstance::~TcpInstance() {
+  if (state_ == State::connected || state_ == State::connecting || state_ == State::accepting)
+    (void)disconnect();
+  release_fd();
+  ctx_.detach(this);
+}
+
+Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
+  if (!ctx_.running()) return Status::not_initialized;
+  if (state_ != State::idle) return Status::invalid_argument;
+  Result<Url> url = decode_url(remote_url);
+  if (!url) return Status::invalid_argument;
+  std::copy(remote_url.begin(), remote_url.end(), remote_.begin());
+  const UrlBytes& self = ctx_.url();
+  if (remote_ == self) return Status::invalid_argument;  // a context cannot be its own peer
+  const bool acceptor = std::lexicographical_compare(remote_.begin(), remote_.end(), self.begin(),
+                                                     self.end()) == false;
+  // The state is set before attach(): an acceptor may adopt a parked
+  // connection inside it.
+  state_ = acceptor ? State::accepting : State::connecting;
+  const Status claimed = ctx_.attach(this, remote_, track_, acceptor);
+  if (claimed != Status::ok) {
+    state_ = State::idle;
+    return claimed;
+  }
+  if (acceptor) return Status::ok;
+
+  const SockAddr addr = to_sockaddr(*url);
+  fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    PIER_LOG(error, "tcp", "cannot create a socket: {}", std::strerror(errno));
+    state_ = State::idle;
+    return Status::system_error;
+  }
+  tune_connection(fd_);
+  hello_ = encode_hello_frame(Hello{track_, url->context_id, self});
+  hello_sent_ = 0;
+  if (::connect(fd_, addr.get(), addr.length) != 0 && errno != EINPROGRESS) {
+    fail(Status::broken, errno);
+    return Status::broken;
+  }
+  // On loopback the kernel completes the handshake inside connect(): send
+  // the hello now, so the peer can match it without our further progress.
+  progress_connect();
+  return state_ == State::broken ? Status::broken : Status::ok;
+}
+
+void TcpInstance::progress_connect() noexcept {
+  if (state_ == State::accepting) {
+    ctx_.progress_accepts();
+    return;
+  }
+  if (state_ != State::connecting) return;
+  while (hello_sent_ < hello_.size()) {
+    const ssize_t n = ::send(fd_, hello_.data() + hello_sent_, hello_.size() - hello_sent_,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      hello_sent_ += static_cast<std::size_t>(n);
+      continue;
+    }
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ENOTCONN ||
+        err == EINPROGRESS) {
+      int so_error = 0;
+      socklen_t len = sizeof so_error;
+      if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &so_error, &len) == 0 && so_error != 0)
+        fail(Status::broken, so_error);
+      return;
+    }
+    fail(Status::broken, err);
+    return;
+  }
+  become_connected();
+}
+
+void TcpInstance::adopt(int fd) noexcept {
+  fd_ = fd;
+  become_connected();
+}
+
+void TcpInstance::become_connected() noexcept {
+  state_ = State::connected;
+  last_check_ = std::chrono::steady_clock::now();
+  if (track_ == driver::Track::small) ctx_.watch(fd_, this);
+  PIER_LOG(debug, "tcp", "connected to {} ({} track)", to_text(decode_url(remote_).value_or(Url{})),
+           track_ == driver::Track::small ? "small" : "large");
+}
+
+Status TcpInstance::connect_wait(driver::Deadline deadline) {
+  for (;;) {
+    switch (state_) {
+      case State::idle:
+        return Status::invalid_argument;
+      case State::connected:
+        return Status::ok;
+      case State::broken:
+        return Status::broken;
+      case State::closed:
+        return Status::closed;
+      case State::connecting:
+      case State::accepting:
+        break;
+    }
+    progress_connect();
+    if (state_ == State::connecting || state_ == State::accepting) {
+      if (driver::Clock::now() >= deadline) return Status::timeout;
+      (void)wait_io(POLLOUT, deadline);
+    }
+  }
+}
+
+void TcpInstance::release_fd() noexcept {
+  if (fd_ < 0) return;
+  if (track_ == driver::Track::small && state_ == State::connected) ctx_.unwatch(fd_);
+  ::close(fd_);
+  fd_ = -1;
+}
+
+void TcpInstance::fail(Status why, int err) noexcept {
+  if (state_ == State::broken || state_ == State::closed) return;
+  PIER_LOG(debug, "tcp", "connection to {} lost: {}", to_text(decode_url(remote_).value_or(Url{})),
+           err != 0 ? std::strerror(err) : "closed by the peer");
+  release_fd();
+  state_ = why == Status::closed ? State::closed : State::broken;
+  while (send_count_ > 0) {
+    complete_send(slots_[send_head_], why);
+    send_head_ = (send_head_ + 1) % slots_.size();
+    --send_count_;
+  }
+  if (rpkt_ != nullptr) complete_recv(why);
+}
+
+Status TcpInstance::disconnect() {
+  if (state_ == State::idle) return Status::invalid_argument;
+  if (state_ == State::closed) return Status::ok;
+  if (state_ == State::connected && fd_ >= 0) (void)::shutdown(fd_, SHUT_RDWR);
+  if (state_ != State::broken) {
+    fail(Status::closed, 0);
+  } else {
+    release_fd();
+    state_ = State::closed;
+  }
+  return Status::ok;
+}
+
+Status TcpInstance::wait_io(short events, driver::Deadline deadline) noexcept {
+  if (state_ == State::accepting) {
+    ctx_.wait_accepts(std::min(deadline, driver::Clock::now() + std::chrono::milliseconds(100)));
+    return Status::ok;
+  }
+  if (fd_ < 0) return Status::ok;
+  ::pollfd p{fd_, events, 0};
+  if (state_ == State::connecting) p.events = POLLOUT;
+  (void)::poll(&p, 1, wait_ms(deadline));
+  return Status::ok;
+}
+
+void TcpInstance::tick() noexcept {
+  // The clock is read once every 256 polls, so an idle-but-polled
+  // connection sends a keep-alive and a dead host is noticed through
+  // TCP_USER_TIMEOUT even when the caller has nothing to send.
+  if ((++ticks_ & 255) != 0 || state_ != State::connected || ctx_.keepalive_ms() == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_check_ < std::chrono::milliseconds(ctx_.keepalive_ms())) return;
+  if (frames_sent_ == frames_at_check_ && send_count_ == 0) (void)push_keepalive();
+  frames_at_check_ = frames_sent_;
+  last_check_ = now;
+}
+
+// --- packet completion marks, kept in Packet::driver_data ---------------
+
+void TcpInstance::complete_send(SendSlot& slot, Status s) noexcept {
+  if (slot.pkt == nullptr) return;
+  slot.pkt->length = s == Status::ok ? slot.total - frame_header_size : 0;
+  slot.pkt->driver_data[0] = mark_done;
+  slot.pkt->driver_data[1] = static_cast<std::uintptr_t>(s);
+  slot.pkt = nullptr;
+}
+
+void TcpInstance::complete_recv(Status s) noexcept {
+  rpkt_->length = rfilled_;
+  rpkt_->driver_data[0] = mark_done;
+  rpkt_->driver_data[1] = static_cast<std::uintptr_t>(s);
+  rpkt_ = nullptr;
+}
+
+}  // namespace pier::drivers::tcp

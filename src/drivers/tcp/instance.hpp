@@ -1,0 +1,111 @@
+// pier tcp: one instance per (gate, track), one TCP connection each.
+// Frames are a 16-byte header and the payload, written with one sendmsg
+// straight from the packet's memory; received bytes go through a buffer
+// sized at open for small packets and straight into the posted packet for
+// the rest of a large one.
+#pragma once
+
+#include "drivers/tcp/codec.hpp"
+
+#include <pier/driver.hpp>
+
+#include <chrono>
+#include <vector>
+
+namespace pier::drivers::tcp {
+
+class TcpContext;
+
+class TcpInstance final : public driver::Instance {
+ public:
+  TcpInstance(TcpContext& ctx, driver::Track track);
+  ~TcpInstance() override;
+
+  Status connect_async(std::span<const std::byte> remote_url) override;
+  Status connect_wait(driver::Deadline deadline) override;
+  Status disconnect() override;
+
+  Status send_post(driver::Packet& pkt) override;
+  Status send_poll(driver::Packet& pkt) override;
+  Status send_wait(driver::Packet& pkt, driver::Deadline deadline) override;
+
+  Status recv_post(driver::Packet& pkt) override;
+  Status recv_poll(driver::Packet& pkt) override;
+  Status recv_wait(driver::Packet& pkt, driver::Deadline deadline) override;
+  Status recv_cancel(driver::Packet& pkt) override;
+
+  // --- for the context ------------------------------------------------
+  driver::Track track() const noexcept { return track_; }
+  const UrlBytes& remote() const noexcept { return remote_; }
+  bool attached() const noexcept { return state_ != State::idle; }
+  bool awaiting_accept() const noexcept { return state_ == State::accepting; }
+  /// Takes an accepted connection whose hello named this instance.
+  void adopt(int fd) noexcept;
+  /// For receive-any: reads what the socket holds (when `read`) and tells
+  /// whether a receive posted now would complete at once.
+  bool ready(bool read) noexcept;
+
+ private:
+  enum class State : std::uint8_t { idle, connecting, accepting, connected, broken, closed };
+  struct SendSlot {
+    driver::Packet* pkt;  ///< nullptr for a driver-local frame (keep-alive)
+    std::size_t total;    ///< header plus payload
+    std::size_t sent;
+    std::array<std::byte, frame_header_size> header;
+  };
+
+  // connection (instance.cpp)
+  void progress_connect() noexcept;
+  void become_connected() noexcept;
+  void fail(Status why, int err) noexcept;
+  void release_fd() noexcept;
+  Status wait_io(short events, driver::Deadline deadline) noexcept;
+  void tick() noexcept;
+  // send (send.cpp)
+  void progress_send() noexcept;
+  void complete_send(SendSlot& slot, Status s) noexcept;
+  bool push_keepalive() noexcept;
+  // receive (recv.cpp)
+  void progress_recv() noexcept;
+  bool fill() noexcept;
+  bool handle_local(const FrameHeader& h, const std::byte* payload) noexcept;
+  void complete_recv(Status s) noexcept;
+
+  TcpContext& ctx_;
+  const driver::Track track_;
+  State state_ = State::idle;
+  bool death_reported_ = false;
+  int fd_ = -1;
+  UrlBytes remote_{};
+
+  // connector side of the hello
+  std::array<std::byte, hello_frame_size> hello_{};
+  std::size_t hello_sent_ = hello_frame_size;
+
+  // send queue: a fixed ring; packets complete in order
+  std::vector<SendSlot> slots_;
+  std::size_t send_head_ = 0;
+  std::size_t send_count_ = 0;
+  std::uint64_t frames_sent_ = 0;
+
+  // receive: buffered bytes are rbuf_[rhead_, rtail_)
+  std::vector<std::byte> rbuf_;
+  std::size_t rhead_ = 0;
+  std::size_t rtail_ = 0;
+  bool drained_ = false;  ///< the last read came back short: the socket is empty
+  bool in_frame_ = false;
+  std::uint64_t frame_len_ = 0;
+  std::uint64_t frame_left_ = 0;
+  std::uint64_t discard_left_ = 0;
+  std::size_t max_packet_ = 0;
+  driver::Packet* rpkt_ = nullptr;
+  std::size_t rcap_ = 0;
+  std::size_t rfilled_ = 0;
+
+  // keep-alive: checked every few hundred polls, not per packet
+  std::uint32_t ticks_ = 0;
+  std::uint64_t frames_at_check_ = 0;
+  std::chrono::steady_clock::time_point last_check_{};
+};
+
+}  // namespace pier::drivers::tcp

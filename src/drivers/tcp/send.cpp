@@ -1,0 +1,144 @@
+// pier tcp: the send path. A post writes header and payload with one
+// sendmsg straight from the caller's memory; what the socket cannot take
+// stays in a fixed ring and is continued from poll. Several queued packets
+// are written with one sendmsg when the socket has room.
+#include "drivers/tcp/context.hpp"
+#include "drivers/tcp/gather.hpp"
+#include "drivers/tcp/instance.hpp"
+#include "drivers/tcp/net.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace pier::drivers::tcp {
+namespace {
+
+constexpr std::uintptr_t mark_sending = 0x5e4d;
+constexpr std::uintptr_t mark_done = 0x7c9d;
+constexpr std::uint32_t max_write_iov = 128;
+
+Status closed_status(bool broken) noexcept {
+  return broken ? Status::broken : Status::closed;
+}
+
+}  // namespace
+
+Status TcpInstance::send_post(driver::Packet& pkt) {
+  if (!ctx_.running()) return Status::not_initialized;
+  switch (state_) {
+    case State::idle:
+      return Status::invalid_argument;
+    case State::broken:
+    case State::closed:
+      return closed_status(state_ == State::broken);
+    default:
+      break;
+  }
+  if (pkt.form != driver::Packet::Form::iovec && pkt.form != driver::Packet::Form::data)
+    return Status::invalid_argument;
+  if (pkt.form == driver::Packet::Form::iovec &&
+      (pkt.iov_count > 64 || (pkt.iov_count > 0 && pkt.iov == nullptr)))
+    return Status::invalid_argument;
+  if (pkt.form == driver::Packet::Form::data && pkt.data == nullptr)
+    return Status::invalid_argument;
+  const std::size_t len = packet_bytes(pkt);
+  if (len > max_packet_) return Status::invalid_argument;
+  if (send_count_ == slots_.size()) return Status::no_resource;
+
+  SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
+  slot.pkt = &pkt;
+  slot.total = frame_header_size + len;
+  slot.sent = 0;
+  encode_frame_header(slot.header, FrameHeader{frame_data, 0, len});
+  pkt.driver_data[0] = mark_sending;
+  pkt.length = 0;
+  ++send_count_;
+  if (state_ == State::connected && send_count_ == 1) progress_send();
+  return pkt.driver_data[0] == mark_done ? static_cast<Status>(pkt.driver_data[1])
+                                         : Status::in_progress;
+}
+
+bool TcpInstance::push_keepalive() noexcept {
+  if (send_count_ == slots_.size()) return false;
+  SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
+  slot.pkt = nullptr;
+  slot.total = frame_header_size;
+  slot.sent = 0;
+  encode_frame_header(slot.header,
+                      FrameHeader{frame_local, static_cast<std::uint8_t>(LocalType::keepalive), 0});
+  ++send_count_;
+  progress_send();
+  return true;
+}
+
+void TcpInstance::progress_send() noexcept {
+  while (send_count_ > 0 && state_ == State::connected) {
+    ::iovec iov[max_write_iov];
+    std::uint32_t n = 0;
+    std::size_t want = 0;
+    for (std::size_t k = 0; k < send_count_ && n < max_write_iov; ++k) {
+      SendSlot& slot = slots_[(send_head_ + k) % slots_.size()];
+      std::size_t at = slot.sent;
+      if (at < frame_header_size) {
+        iov[n++] = ::iovec{slot.header.data() + at, frame_header_size - at};
+        want += frame_header_size - at;
+        at = frame_header_size;
+      }
+      if (at == slot.total) continue;
+      std::size_t got = 0;
+      n += gather(*slot.pkt, at - frame_header_size, slot.total - at, iov + n, max_write_iov - n,
+                  &got);
+      want += got;
+      if (at + got < slot.total) break;  // out of entries: the rest goes next round
+    }
+    ::msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      if (status_of_errno(err) == Status::in_progress || err == ENOBUFS) return;
+      fail(Status::broken, err);
+      return;
+    }
+    auto left = static_cast<std::size_t>(w);
+    while (left > 0 && send_count_ > 0) {
+      SendSlot& slot = slots_[send_head_];
+      const std::size_t take = std::min(left, slot.total - slot.sent);
+      slot.sent += take;
+      left -= take;
+      if (slot.sent < slot.total) break;
+      complete_send(slot, Status::ok);
+      ++frames_sent_;
+      send_head_ = (send_head_ + 1) % slots_.size();
+      --send_count_;
+    }
+    if (static_cast<std::size_t>(w) < want) return;  // the socket is full
+  }
+}
+
+Status TcpInstance::send_poll(driver::Packet& pkt) {
+  if (pkt.driver_data[0] == mark_done) return static_cast<Status>(pkt.driver_data[1]);
+  if (pkt.driver_data[0] != mark_sending) return Status::invalid_argument;
+  if (state_ == State::connecting || state_ == State::accepting) progress_connect();
+  if (state_ == State::connected) {
+    tick();
+    progress_send();
+  }
+  return pkt.driver_data[0] == mark_done ? static_cast<Status>(pkt.driver_data[1])
+                                         : Status::in_progress;
+}
+
+Status TcpInstance::send_wait(driver::Packet& pkt, driver::Deadline deadline) {
+  for (;;) {
+    const Status s = send_poll(pkt);
+    if (s != Status::in_progress) return s;
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+    (void)wait_io(POLLOUT, deadline);
+  }
+}
+
+}  // namespace pier::drivers::tcp

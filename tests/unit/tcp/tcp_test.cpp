@@ -1,0 +1,417 @@
+// The tcp driver within one process: two contexts, connected both ways.
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "drivers/tcp/codec.hpp"
+#include "tcp_helpers.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace pier::drivers::tcp::test {
+namespace {
+
+class TcpPair : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    warns_ = log::warn_count() + log::error_count();
+    x_ = make_node();
+    y_ = make_node();
+    ASSERT_TRUE(x_.ctx && y_.ctx);
+  }
+  void TearDown() override {
+    if (!expect_warnings_) {
+      EXPECT_EQ(log::warn_count() + log::error_count(), warns_);
+    }
+  }
+  Node x_, y_;
+  std::uint64_t warns_ = 0;
+  bool expect_warnings_ = false;
+};
+
+TEST_F(TcpPair, CapsAreWhatTheDriverDoes) {
+  const driver::Caps& c = x_.props.caps;
+  EXPECT_TRUE(c.supports_data);
+  EXPECT_TRUE(c.recv_post);
+  EXPECT_TRUE(c.recv_any);
+  EXPECT_TRUE(c.blocking_wait);
+  EXPECT_FALSE(c.send_buf);
+  EXPECT_FALSE(c.recv_buf);
+  EXPECT_FALSE(c.rdv_data);
+  EXPECT_FALSE(c.needs_rdv);
+  EXPECT_EQ(c.max_packet, 256u * 1024 - frame_header_size);
+  EXPECT_EQ(x_.url.size(), url_size);
+}
+
+TEST_F(TcpPair, SmallPacketsBothWaysInOrder) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  for (int round = 0; round < 200; ++round) {
+    const std::size_t len = static_cast<std::size_t>(round * 37 % 1500);
+    Buf out(len, round & 0xff);
+    Buf in(2000, 0);
+    driver::Instance* s = round % 2 ? p.a.get() : p.b.get();
+    driver::Instance* r = round % 2 ? p.b.get() : p.a.get();
+    ASSERT_TRUE(is_success(r->recv_post(in.pkt)));
+    ASSERT_TRUE(is_success(s->send_post(out.pkt)));
+    Status ss, rs;
+    drive(s, &out.pkt, r, &in.pkt, &ss, &rs);
+    ASSERT_EQ(ss, Status::ok);
+    ASSERT_EQ(rs, Status::ok);
+    ASSERT_EQ(in.pkt.length, len);
+    ASSERT_EQ(out.pkt.length, len);
+    ASSERT_EQ(0, std::memcmp(in.bytes.data(), out.bytes.data(), len));
+  }
+}
+
+TEST_F(TcpPair, ManyQueuedSendsCompleteInOrderThenNoResource) {
+  config::ScopedSet q("TCP_SEND_QUEUE", "8");
+  ASSERT_EQ(q.status(), Status::ok);
+  Node a = make_node(), b = make_node();
+  Pair p = connect_pair(a, b, Track::large);
+  ASSERT_TRUE(p.a && p.b);
+  // Nobody receives: the socket fills, then the ring of 8, then no room.
+  std::vector<std::unique_ptr<Buf>> out;
+  Status last = Status::ok;
+  for (int i = 0; i < 64 && last != Status::no_resource; ++i) {
+    auto buf = std::make_unique<Buf>(2u << 20, i);
+    last = p.a->send_post(buf->pkt);
+    if (last != Status::no_resource) {
+      ASSERT_TRUE(is_success(last));
+      out.push_back(std::move(buf));
+    }
+  }
+  ASSERT_EQ(last, Status::no_resource);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    Buf in(2u << 20, 0xee);
+    ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+    Status ss, rs;
+    drive(p.a.get(), &out[i]->pkt, p.b.get(), &in.pkt, &ss, &rs);
+    ASSERT_EQ(ss, Status::ok);
+    ASSERT_EQ(rs, Status::ok);
+    ASSERT_TRUE(in.bytes == out[i]->bytes) << "packet " << i;
+  }
+}
+
+TEST_F(TcpPair, LargeMessageWithPartialWrites) {
+  Pair p = connect_pair(x_, y_, Track::large);
+  ASSERT_TRUE(p.a && p.b);
+  const std::size_t len = 48u << 20;  // far more than the socket buffers hold
+  Buf out(len);
+  Buf in(len, 0);
+  // Posted before the receive: the socket fills and the rest waits in the ring.
+  ASSERT_EQ(p.a->send_post(out.pkt), Status::in_progress);
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  Status ss, rs;
+  drive(p.a.get(), &out.pkt, p.b.get(), &in.pkt, &ss, &rs, 60000);
+  ASSERT_EQ(ss, Status::ok);
+  ASSERT_EQ(rs, Status::ok);
+  EXPECT_EQ(in.pkt.length, len);
+  EXPECT_TRUE(in.bytes == out.bytes);
+}
+
+TEST_F(TcpPair, IovecAndZeroLength) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<std::byte> src(100);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i);
+  ::iovec siov[3] = {{src.data(), 10}, {src.data() + 10, 0}, {src.data() + 10, 90}};
+  Packet sp;
+  sp.set_iovec(siov, 3);
+  std::vector<std::byte> dst(100);
+  ::iovec riov[2] = {{dst.data(), 33}, {dst.data() + 33, 67}};
+  Packet rp;
+  rp.set_iovec(riov, 2);
+  ASSERT_TRUE(is_success(p.b->recv_post(rp)));
+  ASSERT_TRUE(is_success(p.a->send_post(sp)));
+  Status ss, rs;
+  drive(p.a.get(), &sp, p.b.get(), &rp, &ss, &rs);
+  ASSERT_EQ(rs, Status::ok);
+  EXPECT_EQ(dst, src);
+  // A zero-length packet is a packet too.
+  Packet empty_send;
+  empty_send.set_iovec(nullptr, 0);
+  Buf in(16, 0);
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  ASSERT_TRUE(is_success(p.a->send_post(empty_send)));
+  drive(p.a.get(), &empty_send, p.b.get(), &in.pkt, &ss, &rs);
+  EXPECT_EQ(ss, Status::ok);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_EQ(in.pkt.length, 0u);
+}
+
+TEST_F(TcpPair, ShortReceiveIsTruncatedAndStreamStaysAligned) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf big(5000, 1), next(7, 2);
+  ASSERT_TRUE(is_success(p.a->send_post(big.pkt)));
+  ASSERT_TRUE(is_success(p.a->send_post(next.pkt)));
+  Buf small(100, 0);
+  ASSERT_TRUE(is_success(p.b->recv_post(small.pkt)));
+  EXPECT_EQ(p.b->recv_wait(small.pkt, soon()), Status::truncated);
+  EXPECT_EQ(small.pkt.length, 100u);
+  EXPECT_EQ(small.bytes[99], std::byte{1});
+  Buf in(100, 0);
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  EXPECT_EQ(p.b->recv_wait(in.pkt, soon()), Status::ok);
+  EXPECT_EQ(in.pkt.length, 7u);
+  EXPECT_EQ(in.bytes[6], std::byte{2});
+  EXPECT_EQ(p.a->send_wait(big.pkt, soon()), Status::ok);
+  EXPECT_EQ(p.a->send_wait(next.pkt, soon()), Status::ok);
+}
+
+TEST_F(TcpPair, OneReceiveAtATimeAndCancel) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf r1(10), r2(10);
+  ASSERT_EQ(p.b->recv_post(r1.pkt), Status::in_progress);
+  EXPECT_EQ(p.b->recv_post(r2.pkt), Status::invalid_argument);
+  EXPECT_EQ(p.b->recv_cancel(r1.pkt), Status::ok);
+  // Nothing was lost: the next receive gets the next packet.
+  Buf out(10, 5);
+  ASSERT_TRUE(is_success(p.a->send_post(out.pkt)));
+  ASSERT_TRUE(is_success(p.b->recv_post(r2.pkt)));
+  EXPECT_EQ(p.b->recv_wait(r2.pkt, soon()), Status::ok);
+  EXPECT_EQ(r2.bytes[0], std::byte{5});
+  EXPECT_EQ(p.b->recv_wait(r2.pkt, soon()), Status::ok);  // completed stays completed
+}
+
+TEST_F(TcpPair, WaitWithDeadlineTimesOut) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf in(10);
+  ASSERT_EQ(p.b->recv_post(in.pkt), Status::in_progress);
+  EXPECT_EQ(p.b->recv_wait(in.pkt, Clock::now() + std::chrono::milliseconds(30)), Status::timeout);
+  EXPECT_EQ(p.b->recv_cancel(in.pkt), Status::ok);
+}
+
+TEST_F(TcpPair, SecondInstanceForSamePeerAndTrackIsInUse) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  auto again = x_.ctx->open_instance(Track::small);
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)->connect_async(y_.url), Status::in_use);
+  // The other track to the same peer is normal.
+  Pair large = connect_pair(x_, y_, Track::large);
+  EXPECT_TRUE(large.a && large.b);
+}
+
+TEST_F(TcpPair, SimultaneousConnectEndsWithOneConnectionPerTrack) {
+  // Both sides start at once, from two threads, in both orders of waiting.
+  for (int round = 0; round < 20; ++round) {
+    Node a = make_node(), b = make_node();
+    ASSERT_TRUE(a.ctx && b.ctx);
+    auto ia = a.ctx->open_instance(Track::small);
+    auto ib = b.ctx->open_instance(Track::small);
+    ASSERT_TRUE(ia && ib);
+    Status sa = Status::internal, sb = Status::internal;
+    std::thread t1([&] {
+      sa = (*ia)->connect_async(b.url);
+      if (is_success(sa)) sa = (*ia)->connect_wait(soon());
+    });
+    std::thread t2([&] {
+      sb = (*ib)->connect_async(a.url);
+      if (is_success(sb)) sb = (*ib)->connect_wait(soon());
+    });
+    t1.join();
+    t2.join();
+    ASSERT_EQ(sa, Status::ok);
+    ASSERT_EQ(sb, Status::ok);
+    Buf out(64, round), in(64, 0);
+    ASSERT_TRUE(is_success((*ib)->recv_post(in.pkt)));
+    ASSERT_TRUE(is_success((*ia)->send_post(out.pkt)));
+    ASSERT_EQ((*ib)->recv_wait(in.pkt, soon()), Status::ok);
+    ASSERT_EQ(in.bytes, out.bytes);
+  }
+}
+
+TEST_F(TcpPair, ConnectFromTheAcceptorFirstAndPostBeforeConnected) {
+  auto ia = x_.ctx->open_instance(Track::small);
+  auto ib = y_.ctx->open_instance(Track::small);
+  ASSERT_TRUE(ia && ib);
+  ASSERT_TRUE(is_success((*ia)->connect_async(y_.url)));
+  Buf out(32, 3), in(32, 0);
+  ASSERT_TRUE(is_success((*ia)->send_post(out.pkt)));
+  // The other side connects later and finds the connection already queued.
+  ASSERT_TRUE(is_success((*ib)->connect_async(x_.url)));
+  ASSERT_TRUE(is_success((*ib)->recv_post(in.pkt)));
+  Status ss, rs;
+  drive(ia->get(), &out.pkt, ib->get(), &in.pkt, &ss, &rs);
+  EXPECT_EQ(ss, Status::ok);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_EQ(in.bytes, out.bytes);
+}
+
+TEST_F(TcpPair, ProbeAndWaitAnyFindTheReadyInstance) {
+  Node z = make_node();
+  Pair p1 = connect_pair(x_, y_);
+  Pair p2 = connect_pair(z, y_);
+  ASSERT_TRUE(p1.a && p2.a);
+  driver::Instance* ready = nullptr;
+  EXPECT_EQ(y_.ctx->probe_any(&ready), Status::in_progress);
+  EXPECT_EQ(y_.ctx->wait_any(&ready, Clock::now() + std::chrono::milliseconds(20)),
+            Status::timeout);
+  Buf out1(10, 1), out2(10, 2), out3(10, 3);
+  ASSERT_TRUE(is_success(p2.a->send_post(out1.pkt)));
+  ASSERT_TRUE(is_success(p2.a->send_post(out2.pkt)));
+  ASSERT_TRUE(is_success(p1.a->send_post(out3.pkt)));
+  int got_p1 = 0, got_p2 = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(y_.ctx->wait_any(&ready, soon()), Status::ok);
+    ASSERT_TRUE(ready == p1.b.get() || ready == p2.b.get());
+    Buf in(10, 0);
+    // After wait_any, the receive completes at once.
+    ASSERT_EQ(ready->recv_post(in.pkt), Status::ok);
+    (ready == p1.b.get() ? got_p1 : got_p2)++;
+  }
+  EXPECT_EQ(got_p1, 1);
+  EXPECT_EQ(got_p2, 2);
+  EXPECT_EQ(y_.ctx->probe_any(&ready), Status::in_progress);
+}
+
+TEST_F(TcpPair, CancelAnyEndsAWaitInAnotherThread) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Status s = Status::internal;
+  std::thread waiter([&] {
+    driver::Instance* ready = nullptr;
+    s = y_.ctx->wait_any(&ready, soon(20000));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(y_.ctx->cancel_any(), Status::ok);
+  waiter.join();
+  EXPECT_EQ(s, Status::canceled);
+}
+
+TEST_F(TcpPair, PeerInstanceGoneMeansBrokenHere) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf in(10);
+  ASSERT_EQ(p.b->recv_post(in.pkt), Status::in_progress);
+  p.a.reset();
+  EXPECT_EQ(p.b->recv_wait(in.pkt, soon()), Status::broken);
+  Buf out(10);
+  EXPECT_EQ(p.b->send_post(out.pkt), Status::broken);
+  EXPECT_EQ(p.b->recv_post(in.pkt), Status::broken);
+  driver::Instance* ready = nullptr;
+  // Receive-any reports the death once, so the core notices it.
+  EXPECT_EQ(y_.ctx->probe_any(&ready), Status::ok);
+  EXPECT_EQ(ready, p.b.get());
+  EXPECT_EQ(y_.ctx->probe_any(&ready), Status::in_progress);
+}
+
+TEST_F(TcpPair, StaleUrlIsRefused) {
+  std::vector<std::byte> stale = y_.url;
+  stale[8] ^= std::byte{0x5a};  // same address and port, another context id
+  auto ia = x_.ctx->open_instance(Track::small);
+  ASSERT_TRUE(ia);
+  const Status started = (*ia)->connect_async(stale);
+  if (started == Status::ok) {
+    // We are the connector when our url is larger: y refuses the hello.
+    Buf out(10);
+    Status s = (*ia)->send_post(out.pkt);
+    const auto deadline = soon();
+    while (s == Status::in_progress && Clock::now() < deadline) {
+      driver::Instance* ready = nullptr;
+      (void)y_.ctx->probe_any(&ready);  // y's progress reads the hello
+      s = (*ia)->send_poll(out.pkt);
+      if (s == Status::ok) s = (*ia)->send_post(out.pkt);
+    }
+    EXPECT_EQ(s, Status::broken);
+  } else {
+    EXPECT_EQ(started, Status::ok);
+  }
+}
+
+TEST_F(TcpPair, GarbageFromThePeerBreaksOnlyThatConnection) {
+  expect_warnings_ = true;
+  Pair good = connect_pair(x_, y_);
+  ASSERT_TRUE(good.a && good.b);
+  // A fake peer with an IPv6 url (larger than y's IPv4 url): y accepts it.
+  Url fake;
+  fake.family = 6;
+  fake.port = 9;
+  fake.context_id = 77;
+  fake.address[15] = std::byte{1};
+  const UrlBytes fake_url = encode_url(fake);
+  auto iy = y_.ctx->open_instance(Track::small);
+  ASSERT_TRUE(iy);
+  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
+  Result<Url> target = decode_url(y_.url);
+  ASSERT_TRUE(target);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ::sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(target->port);
+  std::memcpy(&sin.sin_addr, target->address.data(), 4);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
+  const auto hello = encode_hello_frame(Hello{Track::small, target->context_id, fake_url});
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  ASSERT_EQ((*iy)->connect_wait(soon()), Status::ok);
+  const unsigned char junk[16] = {0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  ASSERT_EQ(::send(fd, junk, sizeof junk, 0), 16);
+  Buf in(10);
+  ASSERT_TRUE(is_success((*iy)->recv_post(in.pkt)));
+  EXPECT_EQ((*iy)->recv_wait(in.pkt, soon()), Status::broken);
+  ::close(fd);
+  // The real peer's connection is unaffected.
+  Buf out(10, 4), in2(10, 0);
+  ASSERT_TRUE(is_success(good.b->recv_post(in2.pkt)));
+  ASSERT_TRUE(is_success(good.a->send_post(out.pkt)));
+  EXPECT_EQ(good.b->recv_wait(in2.pkt, soon()), Status::ok);
+}
+
+TEST_F(TcpPair, Ipv6Loopback) {
+  config::ScopedSet v6("TCP_ADDRESS", "::1");
+  ASSERT_EQ(v6.status(), Status::ok);
+  const int probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+  ::sockaddr_in6 lo{};
+  lo.sin6_family = AF_INET6;
+  lo.sin6_addr = in6addr_loopback;
+  const bool have_v6 =
+      probe >= 0 && ::bind(probe, reinterpret_cast<::sockaddr*>(&lo), sizeof lo) == 0;
+  if (probe >= 0) ::close(probe);
+  if (!have_v6) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  Node a = make_node(), b = make_node();
+  ASSERT_TRUE(a.ctx && b.ctx);
+  EXPECT_EQ(static_cast<int>(a.url[1]), 6);
+  Pair p = connect_pair(a, b);
+  ASSERT_TRUE(p.a && p.b);
+  Buf out(3000, 8), in(3000, 0);
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  ASSERT_TRUE(is_success(p.a->send_post(out.pkt)));
+  EXPECT_EQ(p.b->recv_wait(in.pkt, soon()), Status::ok);
+  EXPECT_EQ(in.bytes, out.bytes);
+}
+
+TEST_F(TcpPair, OversizedSmallPacketIsRejectedAtPost) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf out(x_.props.caps.max_packet + 1);
+  EXPECT_EQ(p.a->send_post(out.pkt), Status::invalid_argument);
+  Buf fits(x_.props.caps.max_packet), in(x_.props.caps.max_packet, 0);
+  ASSERT_TRUE(is_success(p.a->send_post(fits.pkt)));
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  Status ss, rs;
+  drive(p.a.get(), &fits.pkt, p.b.get(), &in.pkt, &ss, &rs);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_EQ(in.bytes, fits.bytes);
+}
+
+TEST_F(TcpPair, CallsAfterCloseAnswerNotInitialized) {
+  auto inst = x_.ctx->open_instance(Track::small);
+  ASSERT_TRUE(inst);
+  EXPECT_EQ(x_.ctx->close(), Status::in_use);
+  inst->reset();
+  EXPECT_EQ(x_.ctx->close(), Status::ok);
+  EXPECT_EQ(x_.ctx->open_instance(Track::small).status(), Status::not_initialized);
+  driver::Instance* ready = nullptr;
+  EXPECT_EQ(x_.ctx->probe_any(&ready), Status::not_initialized);
+  expect_warnings_ = true;  // close() with an instance open warns
+}
+
+}  // namespace
+}  // namespace pier::drivers::tcp::test
