@@ -1,5 +1,8 @@
 #include "wire/packet_registry.hpp"
 
+#include "wire/port.hpp"
+#include "wire/portals.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -7,6 +10,8 @@ namespace pier::wire {
 
 static_assert(StreamParser::min_head_capacity >= RtrHeader::size);
 static_assert(StreamParser::min_head_capacity >= FrameHeader::size);
+static_assert(StreamParser::min_head_capacity >= RtsHeader::size + PortalsHeader::size);
+static_assert(StreamParser::min_head_capacity >= RtsHeader::size + PortHeader::size);
 
 // ---- CoreHandlers ----------------------------------------------------------
 

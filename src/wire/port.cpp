@@ -1,0 +1,81 @@
+#include "wire/port.hpp"
+
+#include "wire/bytes.hpp"
+#include "wire/frame.hpp"
+
+namespace pier::wire {
+
+namespace {
+
+constexpr std::size_t off_version = 0;
+constexpr std::size_t off_kind = 1;
+constexpr std::size_t off_priority = 2;
+constexpr std::size_t off_size_class = 3;
+constexpr std::size_t off_sending_port = 4;
+constexpr std::size_t off_receiving_port = 6;
+constexpr std::size_t off_length = 8;
+constexpr std::size_t off_reserved = 12;
+constexpr std::size_t reserved_len = 4;
+constexpr std::size_t off_tag = 16;
+constexpr std::size_t off_remote_address = 24;
+constexpr std::size_t off_cookie = 32;
+static_assert(off_cookie + 8 == PortHeader::size);
+static_assert(max_length_for_size(max_size_class) >= max_port_message);
+static_assert(max_length_for_size(min_size_class) == 0);
+
+/// Each kind uses its own fields and leaves the others zero, so no byte is
+/// ignored on receive.
+bool fields_valid(const PortHeader& h) noexcept {
+  if (h.priority >= priority_count || h.length > max_port_message) return false;
+  switch (h.kind) {
+    case PortKind::send:
+      return h.size_class >= min_size_class && h.size_class <= max_size_class &&
+             h.length <= max_length_for_size(h.size_class) && h.remote_address == 0 &&
+             h.cookie == 0;
+    case PortKind::put:
+      return h.size_class == 0 && h.tag == 0 && h.cookie == 0;
+    case PortKind::get_request:
+      return h.size_class == 0 && h.tag == 0;
+    case PortKind::get_reply:
+      return h.size_class == 0 && h.tag == 0 && h.remote_address == 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexcept {
+  if (out.size() < PortHeader::size || !fields_valid(h)) return Status::invalid_argument;
+  store_u8(out, off_version, version);
+  store_u8(out, off_kind, static_cast<std::uint8_t>(h.kind));
+  store_u8(out, off_priority, h.priority);
+  store_u8(out, off_size_class, h.size_class);
+  store_u16(out, off_sending_port, h.sending_port);
+  store_u16(out, off_receiving_port, h.receiving_port);
+  store_u32(out, off_length, h.length);
+  store_zero(out, off_reserved, reserved_len);
+  store_u64(out, off_tag, h.tag);
+  store_u64(out, off_remote_address, h.remote_address);
+  store_u64(out, off_cookie, h.cookie);
+  return PortHeader::size;
+}
+
+Result<PortHeader> PortHeader::decode(std::span<const std::byte> in) noexcept {
+  if (in.empty()) return Status::malformed;
+  if (load_u8(in, off_version) != version) return Status::version_mismatch;
+  if (in.size() < size || !all_zero(in, off_reserved, reserved_len)) return Status::malformed;
+  PortHeader h;
+  h.kind = static_cast<PortKind>(load_u8(in, off_kind));
+  h.priority = load_u8(in, off_priority);
+  h.size_class = load_u8(in, off_size_class);
+  h.sending_port = load_u16(in, off_sending_port);
+  h.receiving_port = load_u16(in, off_receiving_port);
+  h.length = load_u32(in, off_length);
+  h.tag = load_u64(in, off_tag);
+  h.remote_address = load_u64(in, off_remote_address);
+  h.cookie = load_u64(in, off_cookie);
+  if (!fields_valid(h)) return Status::malformed;
+  return h;
+}
+
+}  // namespace pier::wire

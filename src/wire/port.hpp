@@ -1,0 +1,52 @@
+// pier wire: the header of the GM-style port layer (seed 004), carried as the
+// upper-layer header of eager and rts packets (FrameHeader::upper = port).
+// Layout table in docs/wire.md.
+#pragma once
+
+#include <pier/result.hpp>
+#include <pier/status.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace pier::wire {
+
+enum class PortKind : std::uint8_t {
+  send = 1,         ///< into a receive buffer of exactly (size_class, priority)
+  put = 2,          ///< directed send: written at remote_address
+  get_request = 3,  ///< read `length` bytes at remote_address, answer with get_reply
+  get_reply = 4,    ///< the data of a get; cookie names the request
+};
+inline constexpr std::uint8_t port_kind_limit = 5;
+
+/// GM sizes: a message of size s is at most 2^s - 8 bytes, so 3 is the
+/// smallest useful size and 32 covers the largest message, 2^31 - 1 bytes.
+inline constexpr std::uint8_t min_size_class = 3;
+inline constexpr std::uint8_t max_size_class = 32;
+inline constexpr std::uint32_t max_port_message = 0x7fff'ffff;
+
+/// Largest length a message of size class `s` may have (gm_max_length_for_size).
+constexpr std::uint64_t max_length_for_size(std::uint8_t s) noexcept {
+  return s < min_size_class || s > max_size_class ? 0 : (std::uint64_t{1} << s) - 8;
+}
+
+struct PortHeader {
+  static constexpr std::size_t size = 40;
+
+  PortKind kind = PortKind::send;
+  std::uint8_t priority = 0;    ///< 0 low, 1 high
+  std::uint8_t size_class = 0;  ///< send only; 0 for the other kinds
+  std::uint16_t sending_port = 0;
+  std::uint16_t receiving_port = 0;
+  std::uint32_t length = 0;          ///< at most max_port_message
+  std::uint64_t tag = 0;             ///< send only: the sender's tag
+  std::uint64_t remote_address = 0;  ///< put and get_request only
+  std::uint64_t cookie = 0;          ///< get_request, echoed by get_reply
+
+  bool operator==(const PortHeader&) const = default;
+  static Result<PortHeader> decode(std::span<const std::byte> in) noexcept;
+};
+Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexcept;
+
+}  // namespace pier::wire

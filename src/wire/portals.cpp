@@ -1,0 +1,157 @@
+#include "wire/portals.hpp"
+
+#include "wire/bytes.hpp"
+#include "wire/frame.hpp"
+
+namespace pier::wire {
+
+namespace {
+
+constexpr std::size_t off_version = 0;
+constexpr std::size_t off_op = 1;
+constexpr std::size_t off_ack_request = 2;
+constexpr std::size_t off_matching = 3;
+constexpr std::size_t off_addressing = 4;
+constexpr std::size_t off_atomic_op = 5;
+constexpr std::size_t off_atomic_type = 6;
+constexpr std::size_t off_ni_fail = 7;
+constexpr std::size_t off_initiator_nid = 8;
+constexpr std::size_t off_initiator_pid = 12;
+constexpr std::size_t off_target_nid = 16;
+constexpr std::size_t off_target_pid = 20;
+constexpr std::size_t off_uid = 24;
+constexpr std::size_t off_pt_index = 28;
+constexpr std::size_t off_match_bits = 32;
+constexpr std::size_t off_hdr_data = 40;
+constexpr std::size_t off_remote_offset = 48;
+constexpr std::size_t off_length = 56;
+constexpr std::size_t off_mlength = 64;
+constexpr std::size_t off_cookie = 72;
+constexpr std::size_t off_operand_length = 80;
+constexpr std::size_t off_reserved = 84;
+constexpr std::size_t reserved_len = 4;
+static_assert(off_reserved + reserved_len == PortalsHeader::size);
+static_assert(PortalsHeader::size % 8 == 0, "keeps the payload after it 8-byte aligned");
+
+bool in_range(AtomicOp op, AtomicOp lo, AtomicOp hi) noexcept {
+  return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(lo) &&
+         static_cast<std::uint8_t>(op) <= static_cast<std::uint8_t>(hi);
+}
+
+/// The atomic fields must name an operation this op can carry, and be
+/// absent (none) everywhere else, so no byte is ever ignored on receive.
+bool atomic_fields_valid(const PortalsHeader& h) noexcept {
+  const auto op = static_cast<std::uint8_t>(h.atomic_op);
+  const auto type = static_cast<std::uint8_t>(h.atomic_type);
+  if (op >= atomic_op_limit || type >= atomic_type_limit) return false;
+  switch (h.op) {
+    case PortalsOp::atomic:
+    case PortalsOp::fetch_atomic:
+      return h.atomic_type != AtomicType::none &&
+             in_range(h.atomic_op, AtomicOp::min, AtomicOp::bxor) && h.operand_length == 0;
+    case PortalsOp::swap:
+      // Plain swap needs no operand; the compare and mask forms need one.
+      return h.atomic_type != AtomicType::none &&
+             in_range(h.atomic_op, AtomicOp::swap, AtomicOp::mswap) &&
+             h.operand_length <= max_operand_length &&
+             (h.atomic_op == AtomicOp::swap) == (h.operand_length == 0);
+    case PortalsOp::put:
+    case PortalsOp::get:
+    case PortalsOp::reply:
+    case PortalsOp::ack:
+    case PortalsOp::ct_ack:
+    case PortalsOp::oc_ack:
+      return h.atomic_op == AtomicOp::none && h.atomic_type == AtomicType::none &&
+             h.operand_length == 0;
+  }
+  return false;
+}
+
+bool fields_valid(const PortalsHeader& h) noexcept {
+  const auto op = static_cast<std::uint8_t>(h.op);
+  if (op == 0 || op >= portals_op_limit) return false;
+  if (static_cast<std::uint8_t>(h.ack_request) >= ack_request_limit) return false;
+  // Only put and atomic take an ack request (PtlPut, PtlAtomic).
+  if (h.ack_request != AckRequest::none && h.op != PortalsOp::put && h.op != PortalsOp::atomic)
+    return false;
+  if (static_cast<std::uint8_t>(h.matching) > 1 || static_cast<std::uint8_t>(h.addressing) > 1)
+    return false;
+  if (h.addressing == Addressing::logical && (h.initiator_pid != 0 || h.target_pid != 0))
+    return false;
+  if (static_cast<std::uint8_t>(h.ni_fail) >= ni_fail_limit) return false;
+  if (is_answer(h.op)) {
+    if (h.mlength > h.length) return false;
+  } else if (h.ni_fail != NiFail::ok || h.mlength != 0) {
+    return false;
+  }
+  return atomic_fields_valid(h);
+}
+
+}  // namespace
+
+bool is_answer(PortalsOp op) noexcept {
+  return op == PortalsOp::reply || op == PortalsOp::ack || op == PortalsOp::ct_ack ||
+         op == PortalsOp::oc_ack;
+}
+
+bool is_atomic(PortalsOp op) noexcept {
+  return op == PortalsOp::atomic || op == PortalsOp::fetch_atomic || op == PortalsOp::swap;
+}
+
+Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept {
+  if (out.size() < PortalsHeader::size || !fields_valid(h)) return Status::invalid_argument;
+  store_u8(out, off_version, version);
+  store_u8(out, off_op, static_cast<std::uint8_t>(h.op));
+  store_u8(out, off_ack_request, static_cast<std::uint8_t>(h.ack_request));
+  store_u8(out, off_matching, static_cast<std::uint8_t>(h.matching));
+  store_u8(out, off_addressing, static_cast<std::uint8_t>(h.addressing));
+  store_u8(out, off_atomic_op, static_cast<std::uint8_t>(h.atomic_op));
+  store_u8(out, off_atomic_type, static_cast<std::uint8_t>(h.atomic_type));
+  store_u8(out, off_ni_fail, static_cast<std::uint8_t>(h.ni_fail));
+  store_u32(out, off_initiator_nid, h.initiator_nid);
+  store_u32(out, off_initiator_pid, h.initiator_pid);
+  store_u32(out, off_target_nid, h.target_nid);
+  store_u32(out, off_target_pid, h.target_pid);
+  store_u32(out, off_uid, h.uid);
+  store_u32(out, off_pt_index, h.pt_index);
+  store_u64(out, off_match_bits, h.match_bits);
+  store_u64(out, off_hdr_data, h.hdr_data);
+  store_u64(out, off_remote_offset, h.remote_offset);
+  store_u64(out, off_length, h.length);
+  store_u64(out, off_mlength, h.mlength);
+  store_u64(out, off_cookie, h.cookie);
+  store_u32(out, off_operand_length, h.operand_length);
+  store_zero(out, off_reserved, reserved_len);
+  return PortalsHeader::size;
+}
+
+Result<PortalsHeader> PortalsHeader::decode(std::span<const std::byte> in) noexcept {
+  if (in.empty()) return Status::malformed;
+  if (load_u8(in, off_version) != version) return Status::version_mismatch;
+  if (in.size() < size || !all_zero(in, off_reserved, reserved_len)) return Status::malformed;
+  PortalsHeader h;
+  h.op = static_cast<PortalsOp>(load_u8(in, off_op));
+  h.ack_request = static_cast<AckRequest>(load_u8(in, off_ack_request));
+  h.matching = static_cast<Matching>(load_u8(in, off_matching));
+  h.addressing = static_cast<Addressing>(load_u8(in, off_addressing));
+  h.atomic_op = static_cast<AtomicOp>(load_u8(in, off_atomic_op));
+  h.atomic_type = static_cast<AtomicType>(load_u8(in, off_atomic_type));
+  h.ni_fail = static_cast<NiFail>(load_u8(in, off_ni_fail));
+  h.initiator_nid = load_u32(in, off_initiator_nid);
+  h.initiator_pid = load_u32(in, off_initiator_pid);
+  h.target_nid = load_u32(in, off_target_nid);
+  h.target_pid = load_u32(in, off_target_pid);
+  h.uid = load_u32(in, off_uid);
+  h.pt_index = load_u32(in, off_pt_index);
+  h.match_bits = load_u64(in, off_match_bits);
+  h.hdr_data = load_u64(in, off_hdr_data);
+  h.remote_offset = load_u64(in, off_remote_offset);
+  h.length = load_u64(in, off_length);
+  h.mlength = load_u64(in, off_mlength);
+  h.cookie = load_u64(in, off_cookie);
+  h.operand_length = load_u32(in, off_operand_length);
+  if (!fields_valid(h)) return Status::malformed;
+  return h;
+}
+
+}  // namespace pier::wire

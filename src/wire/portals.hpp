@@ -1,0 +1,138 @@
+// pier wire: the Portals 4 LIB header (the seeds' ptl_hdr_t), carried as the
+// upper-layer header of eager and rts packets (FrameHeader::upper = portals).
+// Enumerations here are wire numbers: the LIB maps them to and from the
+// PTL_* constants of portals4.h, so the C header may change without breaking
+// the wire. Layout table in docs/wire.md.
+#pragma once
+
+#include <pier/result.hpp>
+#include <pier/status.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace pier::wire {
+
+/// What the packet asks of, or answers to, the target LIB. Requests run
+/// initiator to target; reply and the acks run back.
+enum class PortalsOp : std::uint8_t {
+  put = 1,
+  get = 2,
+  atomic = 3,
+  fetch_atomic = 4,
+  swap = 5,
+  reply = 6,   ///< data of a get, fetch_atomic or swap
+  ack = 7,     ///< full ack: the initiator gets PTL_EVENT_ACK with mlength
+  ct_ack = 8,  ///< counting ack: only a counting event at the initiator
+  oc_ack = 9,  ///< operation-completed ack (PTL_OC_ACK_REQ)
+};
+inline constexpr std::uint8_t portals_op_limit = 10;
+
+/// The ack the initiator asked for (PTL_NO_ACK_REQ, PTL_ACK_REQ, ...).
+enum class AckRequest : std::uint8_t { none = 0, ack = 1, ct_ack = 2, oc_ack = 3 };
+inline constexpr std::uint8_t ack_request_limit = 4;
+
+enum class Matching : std::uint8_t { matching = 0, non_matching = 1 };
+/// Logical: the nid fields hold ranks and the pid fields are zero.
+enum class Addressing : std::uint8_t { logical = 0, physical = 1 };
+
+/// ptl_op_t in wire numbering; `none` for operations that are not atomic.
+enum class AtomicOp : std::uint8_t {
+  none = 0,
+  min = 1,
+  max = 2,
+  sum = 3,
+  prod = 4,
+  lor = 5,
+  land = 6,
+  bor = 7,
+  band = 8,
+  lxor = 9,
+  bxor = 10,
+  swap = 11,
+  cswap = 12,
+  cswap_ne = 13,
+  cswap_le = 14,
+  cswap_lt = 15,
+  cswap_ge = 16,
+  cswap_gt = 17,
+  mswap = 18,
+};
+inline constexpr std::uint8_t atomic_op_limit = 19;
+
+/// ptl_datatype_t in wire numbering.
+enum class AtomicType : std::uint8_t {
+  none = 0,
+  int8 = 1,
+  uint8 = 2,
+  int16 = 3,
+  uint16 = 4,
+  int32 = 5,
+  uint32 = 6,
+  int64 = 7,
+  uint64 = 8,
+  float32 = 9,
+  float64 = 10,
+  float_complex = 11,
+  double_complex = 12,
+  long_double = 13,
+  long_double_complex = 14,
+};
+inline constexpr std::uint8_t atomic_type_limit = 15;
+
+/// ni_fail_type of the event the answer produces at the initiator.
+enum class NiFail : std::uint8_t {
+  ok = 0,
+  undeliverable = 1,
+  dropped = 2,
+  pt_disabled = 3,
+  perm_violation = 4,
+  op_violation = 5,
+  no_match = 6,
+  segv = 7,
+};
+inline constexpr std::uint8_t ni_fail_limit = 8;
+
+/// Largest swap operand (the compare value or mask): one long double complex.
+inline constexpr std::uint32_t max_operand_length = 32;
+
+struct PortalsHeader {
+  static constexpr std::size_t size = 88;
+
+  PortalsOp op = PortalsOp::put;
+  AckRequest ack_request = AckRequest::none;
+  Matching matching = Matching::matching;
+  Addressing addressing = Addressing::logical;
+  AtomicOp atomic_op = AtomicOp::none;        ///< atomic, fetch_atomic, swap only
+  AtomicType atomic_type = AtomicType::none;  ///< atomic, fetch_atomic, swap only
+  NiFail ni_fail = NiFail::ok;                ///< answers only
+  std::uint32_t initiator_nid = 0;
+  std::uint32_t initiator_pid = 0;
+  std::uint32_t target_nid = 0;
+  std::uint32_t target_pid = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t pt_index = 0;
+  std::uint64_t match_bits = 0;
+  std::uint64_t hdr_data = 0;
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;   ///< requested length
+  std::uint64_t mlength = 0;  ///< manipulated length, answers only
+  /// The initiator's id for the operation; answers echo it so the initiator
+  /// finds its message state without a search.
+  std::uint64_t cookie = 0;
+  /// swap: payload bytes of the operand, which precede the data (cswap and
+  /// mswap need one; plain swap sends 0).
+  std::uint32_t operand_length = 0;
+
+  bool operator==(const PortalsHeader&) const = default;
+  static Result<PortalsHeader> decode(std::span<const std::byte> in) noexcept;
+};
+Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept;
+
+/// True for reply, ack, ct_ack and oc_ack.
+bool is_answer(PortalsOp op) noexcept;
+/// True for atomic, fetch_atomic and swap.
+bool is_atomic(PortalsOp op) noexcept;
+
+}  // namespace pier::wire

@@ -1,0 +1,407 @@
+// Golden byte vectors: for every header, encode gives exactly the bytes
+// written here (by hand, from docs/wire.md), decode gives the struct back,
+// and corrupted versions are rejected with a status.
+#include "wire/wire.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace pier::wire {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+Bytes bytes(std::initializer_list<int> v) {
+  Bytes out;
+  for (int x : v) out.push_back(static_cast<std::byte>(x));
+  return out;
+}
+
+/// zeros(n): n zero bytes, to keep long runs readable.
+Bytes cat(std::initializer_list<Bytes> parts) {
+  Bytes out;
+  for (const Bytes& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+Bytes zeros(std::size_t n) {
+  return Bytes(n, std::byte{0});
+}
+
+/// Encode gives `golden` exactly; decode of `golden` gives `h`; encode into
+/// every shorter buffer is refused; decode of every prefix is refused.
+template <class H>
+void check_golden(const H& h, const Bytes& golden) {
+  ASSERT_EQ(golden.size(), H::size);
+  Bytes out(H::size + 5, std::byte{0xee});
+  Result<std::size_t> n = encode(h, out);
+  ASSERT_TRUE(n.has_value()) << to_string(n.status());
+  EXPECT_EQ(*n, H::size);
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + H::size), golden);
+  EXPECT_EQ(out[H::size], std::byte{0xee}) << "encode wrote past its size";
+
+  Result<H> back = H::decode(golden);
+  ASSERT_TRUE(back.has_value()) << to_string(back.status());
+  EXPECT_TRUE(*back == h);
+
+  Bytes longer = golden;
+  longer.push_back(std::byte{0x5a});  // payload after the header is not its business
+  EXPECT_TRUE(H::decode(longer).has_value());
+
+  for (std::size_t len = 0; len < H::size; ++len) {
+    Bytes small(len);
+    EXPECT_EQ(encode(h, small).status(), Status::invalid_argument) << len;
+    EXPECT_FALSE(H::decode(std::span(golden).first(len)).has_value()) << len;
+    if (len > 0) {
+      EXPECT_EQ(H::decode(std::span(golden).first(len)).status(), Status::malformed) << len;
+    }
+  }
+}
+
+/// Flipping any byte in `offsets` to a nonzero value makes decode fail.
+template <class H>
+void check_rejected_bytes(const Bytes& golden, std::initializer_list<std::size_t> offsets,
+                          Status expected = Status::malformed) {
+  for (std::size_t at : offsets) {
+    for (int v : {0x01, 0x80, 0xff}) {
+      Bytes bad = golden;
+      bad[at] = static_cast<std::byte>(v);
+      EXPECT_EQ(H::decode(bad).status(), expected) << "offset " << at << " value " << v;
+    }
+  }
+}
+
+template <class H>
+void check_version(const Bytes& golden) {
+  for (int v : {0x00, 0x02, 0xff}) {
+    Bytes bad = golden;
+    bad[0] = static_cast<std::byte>(v);
+    EXPECT_EQ(H::decode(bad).status(), Status::version_mismatch) << v;
+    EXPECT_EQ(H::decode(std::span(bad).first(1)).status(), Status::version_mismatch) << v;
+  }
+}
+
+// ---- frame ------------------------------------------------------------------
+
+FrameHeader golden_frame() {
+  FrameHeader f;
+  f.type = PacketType::eager;
+  f.flags = flag_ack_request;
+  f.priority = 1;
+  f.upper = Upper::portals;
+  f.credit_return = 0x0102;
+  f.payload_length = 0x1234;
+  f.sequence = 0xa1b2c3d4;
+  f.source_endpoint = 7;
+  f.source_port = 5;
+  f.destination_port = 0xbeef;
+  return f;
+}
+
+const Bytes frame_bytes = bytes({0x01, 0x02, 0x40, 0x01, 0x01, 0x00, 0x02, 0x01,  //
+                                 0x34, 0x12, 0x00, 0x00, 0xd4, 0xc3, 0xb2, 0xa1,  //
+                                 0x07, 0x00, 0x00, 0x00, 0x05, 0x00, 0xef, 0xbe});
+
+TEST(Golden, FrameHeader) {
+  check_golden(golden_frame(), frame_bytes);
+  check_version<FrameHeader>(frame_bytes);
+  check_rejected_bytes<FrameHeader>(frame_bytes, {5});  // reserved
+}
+
+TEST(Golden, FrameHeaderFieldsAreChecked) {
+  auto with = [](std::size_t at, int v) {
+    Bytes b = frame_bytes;
+    b[at] = static_cast<std::byte>(v);
+    return FrameHeader::decode(b).status();
+  };
+  for (int type : {0x00, 0x03, 0x09, 0xff}) EXPECT_EQ(with(1, type), Status::malformed) << type;
+  for (int flags : {0x01, 0x20, 0x80}) EXPECT_EQ(with(2, flags), Status::malformed) << flags;
+  EXPECT_EQ(with(2, 0x10), Status::ok);
+  EXPECT_EQ(with(3, 2), Status::malformed);     // priority
+  EXPECT_EQ(with(4, 3), Status::malformed);     // upper
+  EXPECT_EQ(with(1, 0x06), Status::malformed);  // an ack cannot carry an upper-layer header
+
+  // Fixed-size packets must say exactly their size; others at least theirs.
+  FrameHeader f;
+  Bytes out(FrameHeader::size);
+  f.type = PacketType::rtr;
+  f.payload_length = RtrHeader::size + 1;
+  EXPECT_EQ(encode(f, out).status(), Status::invalid_argument);
+  f.payload_length = RtrHeader::size;
+  ASSERT_TRUE(encode(f, out).has_value());
+  out[8] = std::byte{RtrHeader::size - 1};
+  EXPECT_EQ(FrameHeader::decode(out).status(), Status::malformed);
+  f.type = PacketType::credit;
+  f.payload_length = 1;
+  EXPECT_EQ(encode(f, out).status(), Status::invalid_argument);
+  f.type = PacketType::data;
+  f.payload_length = DataHeader::size - 1;
+  EXPECT_EQ(encode(f, out).status(), Status::invalid_argument);
+  f.payload_length = 0xffffffff;
+  EXPECT_TRUE(encode(f, out).has_value());
+}
+
+TEST(Golden, DriverLocalPrefix) {
+  const Bytes golden = cat({bytes({0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  //
+                                   0x0d, 0x00, 0x00, 0x00}),
+                            zeros(12), bytes({0x0b, 0x0a, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00})});
+  Bytes out(driver_local_prefix);
+  Result<std::size_t> n = encode_driver_local(0x0a0b, 5, out);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, driver_local_prefix);
+  EXPECT_EQ(out, golden);
+  check_golden(DriverLocalHeader{0x0a0b, 5}, Bytes(golden.begin() + 24, golden.end()));
+  check_rejected_bytes<DriverLocalHeader>(Bytes(golden.begin() + 24, golden.end()), {2, 3});
+  EXPECT_EQ(encode_driver_local(1, 0xfffffff8, out).status(), Status::invalid_argument);
+  EXPECT_TRUE(encode_driver_local(1, 0xfffffff7, out).has_value());
+}
+
+TEST(Golden, RtsHeader) {
+  check_golden(RtsHeader{0x1122334455667788, 0x100000000},
+               bytes({0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,  //
+                      0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00}));
+}
+
+TEST(Golden, RtrHeader) {
+  RtrHeader h;
+  h.message_id = 1;
+  h.offset = 0x10;
+  h.length = 0x2000;
+  h.rdv_len = 3;
+  h.rdv_data[0] = std::byte{0xaa};
+  h.rdv_data[1] = std::byte{0xbb};
+  h.rdv_data[2] = std::byte{0xcc};
+  const Bytes golden =
+      cat({bytes({0x01}), zeros(7), bytes({0x10}), zeros(7), bytes({0x00, 0x20}), zeros(6),
+           bytes({0x03}), zeros(7), bytes({0xaa, 0xbb, 0xcc}), zeros(45)});
+  check_golden(h, golden);
+  check_rejected_bytes<RtrHeader>(golden, {25, 31, 35, 79});  // reserved, past rdv_len
+
+  // Stale bytes past rdv_len never reach the wire.
+  RtrHeader stale = h;
+  stale.rdv_data[10] = std::byte{0x77};
+  Bytes out(RtrHeader::size);
+  ASSERT_TRUE(encode(stale, out).has_value());
+  EXPECT_EQ(out, golden);
+
+  Bytes too_long = golden;
+  too_long[24] = std::byte{49};
+  EXPECT_EQ(RtrHeader::decode(too_long).status(), Status::malformed);
+  stale.rdv_len = 49;
+  EXPECT_EQ(encode(stale, out).status(), Status::invalid_argument);
+  h.rdv_len = 48;
+  h.rdv_data.fill(std::byte{0x42});
+  ASSERT_TRUE(encode(h, out).has_value());
+  EXPECT_TRUE(RtrHeader::decode(out).has_value());
+}
+
+TEST(Golden, DataHeader) {
+  check_golden(DataHeader{0xff, 0x0102030405060708},
+               bytes({0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  //
+                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
+}
+
+TEST(Golden, AckHeader) {
+  const Bytes golden = cat({bytes({0x02}), zeros(7), bytes({0x02}), zeros(7)});
+  check_golden(AckHeader{2, AckResult::truncated}, golden);
+  check_rejected_bytes<AckHeader>(golden, {9, 15});
+  Bytes bad = golden;
+  bad[8] = std::byte{4};
+  EXPECT_EQ(AckHeader::decode(bad).status(), Status::malformed);
+}
+
+// ---- portals ----------------------------------------------------------------
+
+PortalsHeader golden_put() {
+  PortalsHeader h;
+  h.op = PortalsOp::put;
+  h.ack_request = AckRequest::ack;
+  h.matching = Matching::matching;
+  h.addressing = Addressing::physical;
+  h.initiator_nid = 0x0a000001;
+  h.initiator_pid = 0x1234;
+  h.target_nid = 0x0a000002;
+  h.target_pid = 0x5678;
+  h.uid = 1000;
+  h.pt_index = 4;
+  h.match_bits = 0xdeadbeefcafef00d;
+  h.hdr_data = 0x0102030405060708;
+  h.remote_offset = 0x1000;
+  h.length = 0x10000;
+  h.cookie = 0x8000000000000001;
+  return h;
+}
+
+const Bytes put_bytes = cat({
+    bytes({0x01, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00}),  // version .. ni_fail
+    bytes({0x01, 0x00, 0x00, 0x0a, 0x34, 0x12, 0x00, 0x00}),  // initiator nid, pid
+    bytes({0x02, 0x00, 0x00, 0x0a, 0x78, 0x56, 0x00, 0x00}),  // target nid, pid
+    bytes({0xe8, 0x03, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00}),  // uid, pt_index
+    bytes({0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde}),  // match_bits
+    bytes({0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}),  // hdr_data
+    bytes({0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}),  // remote_offset
+    bytes({0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00}),  // length
+    zeros(8),                                                 // mlength
+    bytes({0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80}),  // cookie
+    zeros(8),                                                 // operand_length, reserved
+});
+
+TEST(Golden, PortalsPut) {
+  check_golden(golden_put(), put_bytes);
+  check_version<PortalsHeader>(put_bytes);
+  check_rejected_bytes<PortalsHeader>(put_bytes, {84, 85, 86, 87});       // reserved
+  check_rejected_bytes<PortalsHeader>(put_bytes, {5, 6, 7, 64, 71, 80});  // not a put's fields
+}
+
+TEST(Golden, PortalsCompareAndSwap) {
+  PortalsHeader h;
+  h.op = PortalsOp::swap;
+  h.matching = Matching::non_matching;
+  h.atomic_op = AtomicOp::cswap;
+  h.atomic_type = AtomicType::int64;
+  h.initiator_nid = 3;
+  h.target_nid = 9;
+  h.match_bits = 0x11;
+  h.remote_offset = 0x40;
+  h.length = 8;
+  h.cookie = 0x99;
+  h.operand_length = 8;
+  const Bytes golden = cat({
+      bytes({0x01, 0x05, 0x00, 0x01, 0x00, 0x0c, 0x07, 0x00}),
+      bytes({0x03, 0x00, 0x00, 0x00}),
+      zeros(4),
+      bytes({0x09, 0x00, 0x00, 0x00}),
+      zeros(4),
+      zeros(8),  // uid, pt_index
+      bytes({0x11}),
+      zeros(7),
+      zeros(8),  // match_bits, hdr_data
+      bytes({0x40}),
+      zeros(7),  // remote_offset
+      bytes({0x08}),
+      zeros(7),
+      zeros(8),  // length, mlength
+      bytes({0x99}),
+      zeros(7),  // cookie
+      bytes({0x08, 0x00, 0x00, 0x00}),
+      zeros(4),
+  });
+  check_golden(h, golden);
+  // Logical addressing carries ranks only: a pid is refused.
+  check_rejected_bytes<PortalsHeader>(golden, {12, 20});
+  check_rejected_bytes<PortalsHeader>(golden, {2, 7, 64});  // ack request, ni_fail, mlength
+
+  auto with = [&](std::size_t at, int v) {
+    Bytes b = golden;
+    b[at] = static_cast<std::byte>(v);
+    return PortalsHeader::decode(b).status();
+  };
+  EXPECT_EQ(with(5, static_cast<int>(AtomicOp::sum)), Status::malformed);   // not a swap op
+  EXPECT_EQ(with(5, static_cast<int>(AtomicOp::swap)), Status::malformed);  // swap takes no operand
+  EXPECT_EQ(with(5, atomic_op_limit), Status::malformed);
+  EXPECT_EQ(with(6, 0), Status::malformed);  // no datatype
+  EXPECT_EQ(with(6, atomic_type_limit), Status::malformed);
+  EXPECT_EQ(with(80, 33), Status::malformed);  // operand larger than any type
+  EXPECT_EQ(with(80, 32), Status::ok);
+  EXPECT_EQ(with(1, 0), Status::malformed);
+  EXPECT_EQ(with(1, portals_op_limit), Status::malformed);
+  EXPECT_EQ(with(3, 2), Status::malformed);
+  EXPECT_EQ(with(4, 2), Status::malformed);
+}
+
+TEST(Golden, PortalsAckAnswer) {
+  PortalsHeader h;
+  h.op = PortalsOp::ack;
+  h.addressing = Addressing::physical;
+  h.ni_fail = NiFail::dropped;
+  h.initiator_nid = 1;
+  h.initiator_pid = 2;
+  h.target_nid = 3;
+  h.target_pid = 4;
+  h.length = 0x100;
+  h.mlength = 0x80;
+  h.cookie = 0x0102;
+  const Bytes golden = cat({
+      bytes({0x01, 0x07, 0x00, 0x00, 0x01, 0x00, 0x00, 0x02}),
+      bytes({0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00}),
+      bytes({0x03, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00}),
+      zeros(8),
+      zeros(8),
+      zeros(8),
+      zeros(8),  // uid, pt_index, match_bits, hdr_data, offset
+      bytes({0x00, 0x01}),
+      zeros(6),  // length
+      bytes({0x80}),
+      zeros(7),  // mlength
+      bytes({0x02, 0x01}),
+      zeros(6),  // cookie
+      zeros(8),
+  });
+  check_golden(h, golden);
+  Bytes over = golden;
+  over[65] = std::byte{0x01};  // mlength 0x180 > length 0x100
+  EXPECT_EQ(PortalsHeader::decode(over).status(), Status::malformed);
+  Bytes bad_fail = golden;
+  bad_fail[7] = std::byte{ni_fail_limit};
+  EXPECT_EQ(PortalsHeader::decode(bad_fail).status(), Status::malformed);
+  h.ack_request = AckRequest::ack;  // answers never ask for an ack
+  Bytes out(PortalsHeader::size);
+  EXPECT_EQ(encode(h, out).status(), Status::invalid_argument);
+}
+
+// ---- port -------------------------------------------------------------------
+
+TEST(Golden, PortSend) {
+  PortHeader h;
+  h.kind = PortKind::send;
+  h.priority = 1;
+  h.size_class = 12;
+  h.sending_port = 2;
+  h.receiving_port = 0x0103;
+  h.length = 4000;
+  h.tag = 0x0123456789abcdef;
+  const Bytes golden =
+      cat({bytes({0x01, 0x01, 0x01, 0x0c, 0x02, 0x00, 0x03, 0x01}), bytes({0xa0, 0x0f, 0x00, 0x00}),
+           zeros(4), bytes({0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01}), zeros(16)});
+  check_golden(h, golden);
+  check_version<PortHeader>(golden);
+  check_rejected_bytes<PortHeader>(golden, {12, 13, 14, 15, 24, 39});  // reserved, address, cookie
+
+  auto with = [&](std::size_t at, int v) {
+    Bytes b = golden;
+    b[at] = static_cast<std::byte>(v);
+    return PortHeader::decode(b).status();
+  };
+  EXPECT_EQ(with(3, 11), Status::malformed);  // 4000 > 2^11 - 8
+  EXPECT_EQ(with(3, 2), Status::malformed);
+  EXPECT_EQ(with(3, 33), Status::malformed);
+  EXPECT_EQ(with(3, 32), Status::ok);
+  EXPECT_EQ(with(2, 2), Status::malformed);  // priority
+  EXPECT_EQ(with(1, 0), Status::malformed);
+  EXPECT_EQ(with(1, port_kind_limit), Status::malformed);
+  EXPECT_EQ(with(11, 0x80), Status::malformed);  // length 2^31 + ..., past GM's largest
+}
+
+TEST(Golden, PortGetRequest) {
+  PortHeader h;
+  h.kind = PortKind::get_request;
+  h.sending_port = 1;
+  h.receiving_port = 1;
+  h.length = 0x10000;
+  h.remote_address = 0x00007f0000001000;
+  h.cookie = 0x42;
+  const Bytes golden =
+      cat({bytes({0x01, 0x03, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00}), bytes({0x00, 0x00, 0x01, 0x00}),
+           zeros(4), zeros(8), bytes({0x00, 0x10, 0x00, 0x00, 0x00, 0x7f, 0x00, 0x00}),
+           bytes({0x42}), zeros(7)});
+  check_golden(h, golden);
+  check_rejected_bytes<PortHeader>(golden, {3, 16, 23});  // size class, tag
+  EXPECT_EQ(max_length_for_size(3), 0u);
+  EXPECT_EQ(max_length_for_size(12), 4088u);
+  EXPECT_EQ(max_length_for_size(2), 0u);
+}
+
+}  // namespace
+}  // namespace pier::wire
