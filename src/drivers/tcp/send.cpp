@@ -36,6 +36,7 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
     default:
       break;
   }
+  if (pkt.driver_data[0] == mark_sending) return Status::invalid_argument;  // still queued
   if (pkt.form != driver::Packet::Form::iovec && pkt.form != driver::Packet::Form::data)
     return Status::invalid_argument;
   if (pkt.form == driver::Packet::Form::iovec &&

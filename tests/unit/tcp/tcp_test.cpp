@@ -150,7 +150,9 @@ TEST_F(TcpPair, ShortReceiveIsTruncatedAndStreamStaysAligned) {
   ASSERT_TRUE(is_success(p.a->send_post(big.pkt)));
   ASSERT_TRUE(is_success(p.a->send_post(next.pkt)));
   Buf small(100, 0);
-  ASSERT_TRUE(is_success(p.b->recv_post(small.pkt)));
+  // The final status may come from the post itself when the bytes are there.
+  const Status posted = p.b->recv_post(small.pkt);
+  ASSERT_TRUE(posted == Status::in_progress || posted == Status::truncated) << to_string(posted);
   EXPECT_EQ(p.b->recv_wait(small.pkt, soon()), Status::truncated);
   EXPECT_EQ(small.pkt.length, 100u);
   EXPECT_EQ(small.bytes[99], std::byte{1});
@@ -304,26 +306,27 @@ TEST_F(TcpPair, PeerInstanceGoneMeansBrokenHere) {
 }
 
 TEST_F(TcpPair, StaleUrlIsRefused) {
-  std::vector<std::byte> stale = y_.url;
-  stale[8] ^= std::byte{0x5a};  // same address and port, another context id
-  auto ia = x_.ctx->open_instance(Track::small);
-  ASSERT_TRUE(ia);
-  const Status started = (*ia)->connect_async(stale);
-  if (started == Status::ok) {
-    // We are the connector when our url is larger: y refuses the hello.
-    Buf out(10);
-    Status s = (*ia)->send_post(out.pkt);
-    const auto deadline = soon();
-    while (s == Status::in_progress && Clock::now() < deadline) {
-      driver::Instance* ready = nullptr;
-      (void)y_.ctx->probe_any(&ready);  // y's progress reads the hello
-      s = (*ia)->send_poll(out.pkt);
-      if (s == Status::ok) s = (*ia)->send_post(out.pkt);
-    }
-    EXPECT_EQ(s, Status::broken);
-  } else {
-    EXPECT_EQ(started, Status::ok);
+  // The side with the larger url connects; it aims at the target's address
+  // and port with another context id, as a url left by a dead process would.
+  const bool x_larger =
+      std::lexicographical_compare(y_.url.begin(), y_.url.end(), x_.url.begin(), x_.url.end());
+  Node& from = x_larger ? x_ : y_;
+  Node& target = x_larger ? y_ : x_;
+  std::vector<std::byte> stale = target.url;
+  stale[8] ^= std::byte{0x5a};
+  auto inst = from.ctx->open_instance(Track::small);
+  ASSERT_TRUE(inst);
+  ASSERT_EQ((*inst)->connect_async(stale), Status::ok);
+  Buf out(10);
+  Status s = (*inst)->send_post(out.pkt);
+  const auto deadline = soon();
+  while (is_success(s) && Clock::now() < deadline) {
+    driver::Instance* ready = nullptr;
+    EXPECT_EQ(target.ctx->probe_any(&ready), Status::in_progress);  // reads and refuses the hello
+    s = (*inst)->send_poll(out.pkt);
+    if (s == Status::ok) s = (*inst)->send_post(out.pkt);
   }
+  EXPECT_EQ(s, Status::broken);
 }
 
 TEST_F(TcpPair, GarbageFromThePeerBreaksOnlyThatConnection) {
@@ -354,8 +357,11 @@ TEST_F(TcpPair, GarbageFromThePeerBreaksOnlyThatConnection) {
   const unsigned char junk[16] = {0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   ASSERT_EQ(::send(fd, junk, sizeof junk, 0), 16);
   Buf in(10);
-  ASSERT_TRUE(is_success((*iy)->recv_post(in.pkt)));
-  EXPECT_EQ((*iy)->recv_wait(in.pkt, soon()), Status::broken);
+  const Status posted = (*iy)->recv_post(in.pkt);
+  ASSERT_TRUE(posted == Status::in_progress || posted == Status::broken) << to_string(posted);
+  if (posted == Status::in_progress) {
+    EXPECT_EQ((*iy)->recv_wait(in.pkt, soon()), Status::broken);
+  }
   ::close(fd);
   // The real peer's connection is unaffected.
   Buf out(10, 4), in2(10, 0);
