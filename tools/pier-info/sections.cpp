@@ -1,6 +1,7 @@
 #include "sections.hpp"
 
 #include "base/config.hpp"
+#include "base/log.hpp"
 
 #include <fmt/format.h>
 
@@ -85,9 +86,11 @@ void section_config(Sink& out, const Options& options) {
                            {"source", config::to_string(e.source)},
                            {"bounds", e.bounds},
                            {"help", e.help}};
+    // The default is shown only when it is not the value in force.
     std::string text = fmt::format(
-        "{} = {}  ({}; default {}; {}{}{})\n      {}", e.name, e.value, config::to_string(e.source),
-        e.default_value, config::to_string(e.type), e.bounds.empty() ? "" : " ", e.bounds, e.help);
+        "{} = {}  ({}{}; {}{}{})\n      {}", e.name, e.value, config::to_string(e.source),
+        e.source == config::Source::default_value ? "" : ", default " + e.default_value,
+        config::to_string(e.type), e.bounds.empty() ? "" : " ", e.bounds, e.help);
     out.item("keys", data, text);
   }
 }
