@@ -1,0 +1,125 @@
+// boot_probe: a small program run by pier-run in the multiproc tests; it
+// exercises the bootstrap exchange and misbehaves on request.
+//   boot_probe exchange              put / commit / fence / get, two epochs
+//   boot_probe fail R CODE           exchange, then rank R exits with CODE
+//   boot_probe signal R              exchange, then rank R kills itself
+//   boot_probe absent R SECONDS      rank R never opens the exchange; the
+//                                    others fence with a SECONDS deadline
+//   boot_probe leave R               rank R exits 0 without fencing
+//   boot_probe sleep                 exchange, then sleep (signal tests)
+//   boot_probe badversion            speak boot protocol version 9 to
+//                                    pier-run and print its refusal
+// Prints "probe rank R: ..." lines; exits 0 on success, 2 when the exchange
+// failed (the bootstrap's error is printed), 1 on wrong data or usage.
+#include "boot/boot.hpp"
+#include "boot/proto.hpp"
+#include "boot/socket.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace {
+
+using pier::boot::Bootstrap;
+using pier::boot::Clock;
+
+std::string text_of(const std::vector<std::byte>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+}
+
+/// Two epochs: every rank publishes a value, then a second one.
+int exchange(Bootstrap& boot, int fence_seconds) {
+  const auto me = boot.rank();
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    const std::string key = fmt::format("probe.{}", epoch);
+    if (boot.put(key, fmt::format("rank {} epoch {}", me, epoch)) != pier::Status::ok ||
+        boot.commit() != pier::Status::ok) {
+      fmt::print("probe rank {}: put/commit failed: {}\n", me, boot.last_error());
+      return 2;
+    }
+    const pier::Status s = boot.fence(Clock::now() + std::chrono::seconds(fence_seconds));
+    if (s != pier::Status::ok) {
+      fmt::print("probe rank {}: fence failed ({}): {}\n", me, pier::to_string(s),
+                 boot.last_error());
+      return 2;
+    }
+    for (std::uint32_t r = 0; r < boot.size(); ++r) {
+      auto v = boot.get(r, key);
+      const std::string want = fmt::format("rank {} epoch {}", r, epoch);
+      if (!v || text_of(*v) != want) {
+        fmt::print("probe rank {}: wrong value from rank {} in epoch {}\n", me, r, epoch);
+        return 1;
+      }
+    }
+  }
+  // A key never put is reported, not invented.
+  if (boot.get(0, "probe.none").status() != pier::Status::not_found) return 1;
+  fmt::print("probe rank {}: exchange ok (size {}, method {})\n", me, boot.size(), boot.method());
+  return 0;
+}
+
+/// Connects like a rank from a future pier and prints pier-run's answer.
+int bad_version(long my_rank) {
+  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (!address || fd < 0 ||
+      ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
+    return 2;
+  // Length 0, version 9, then bytes this version would not understand.
+  const std::byte frame[8] = {std::byte{0}, std::byte{0},    std::byte{0},    std::byte{0},
+                              std::byte{9}, std::byte{0xee}, std::byte{0xee}, std::byte{0xee}};
+  if (::write(fd, frame, sizeof frame) != static_cast<::ssize_t>(sizeof frame)) return 2;
+  pier::boot::proto::FrameReader reader;
+  std::byte buf[4096];
+  for (;;) {
+    const ::ssize_t n = ::read(fd, buf, sizeof buf);  // pier-run answers, then closes
+    if (n <= 0) break;
+    reader.append(std::span(buf, static_cast<std::size_t>(n)));
+  }
+  ::close(fd);
+  auto frame_in = reader.next();
+  if (!frame_in || !*frame_in) return 2;
+  auto err = pier::boot::proto::decode_error((*frame_in)->body);
+  if (!err) return 2;
+  fmt::print("probe rank {}: refused: {}\n", my_rank, err->text);
+  return err->why == pier::boot::proto::Refusal::version_mismatch ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc < 2) return 1;
+  const std::string mode = argv[1];
+  const long target = argc > 2 ? std::strtol(argv[2], nullptr, 10) : -1;
+  const long arg = argc > 3 ? std::strtol(argv[3], nullptr, 10) : 0;
+  const char* env_rank = std::getenv("PIER_RUN_RANK");
+  const long my_rank = env_rank ? std::strtol(env_rank, nullptr, 10) : 0;
+
+  if (mode == "absent" && my_rank == target) {
+    // Never opens the exchange; pier-run ends it when the others give up.
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
+  if (mode == "badversion") return bad_version(my_rank);
+  auto boot = Bootstrap::open();
+  if (!boot) {
+    fmt::print("probe rank {}: open failed: {}\n", my_rank, pier::to_string(boot.status()));
+    return 2;
+  }
+  if (mode == "leave" && my_rank == target) return 0;
+  const int fence_seconds = mode == "absent" ? static_cast<int>(arg) : 30;
+  const int rc = exchange(**boot, fence_seconds);
+  if (rc != 0) return rc;
+  if (mode == "fail" && my_rank == target) return static_cast<int>(arg);
+  if (mode == "signal" && my_rank == target) ::kill(::getpid(), SIGKILL);
+  if (mode == "sleep") fmt::print("probe rank {}: sleeping\n", my_rank);
+  if (mode == "fail" || mode == "signal" || mode == "sleep")
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  return 0;
+}

@@ -1,0 +1,123 @@
+// tests/multiproc: pier-run and the bootstrap exchange, end to end. Every
+// job runs with pier-run --timeout and under run_command's own deadline.
+#include "run_command.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+namespace pier::multiproc {
+namespace {
+
+Outcome launch(std::vector<std::string> args, int ranks, std::string extra_option = {}) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n",           std::to_string(ranks), "--timeout",
+               "30",          "--tag-output", "--kill-grace",        "2"};
+  if (!extra_option.empty()) spec.argv.push_back(extra_option);
+  spec.argv.push_back(BOOT_PROBE_PATH);
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.limit = std::chrono::seconds(60);
+  return run_command(spec);
+}
+
+bool has(const Outcome& o, const std::string& text) {
+  return o.output.find(text) != std::string::npos;
+}
+
+TEST(PierRun, ExchangeReachesEveryRank) {
+  const Outcome o = launch({"exchange"}, 4);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(has(o, "[" + std::to_string(r) + "] probe rank " + std::to_string(r) +
+                           ": exchange ok (size 4, method pier-run)"))
+        << o.output;
+  }
+}
+
+TEST(PierRun, BindCoreStillRuns) {
+  const Outcome o = launch({"exchange"}, 3, "--bind=core");
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "[2] probe rank 2: exchange ok")) << o.output;
+}
+
+TEST(PierRun, RankExitingNonZeroEndsTheJob) {
+  const Outcome o = launch({"fail", "1", "7"}, 3);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 7) << o.output;
+  EXPECT_TRUE(has(o, "pier-run: rank 1 (pid ")) << o.output;
+  EXPECT_TRUE(has(o, "exited with status 7; terminating ranks 0, 2")) << o.output;
+}
+
+TEST(PierRun, RankKilledBySignalEndsTheJob) {
+  const Outcome o = launch({"signal", "1"}, 2);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 128 + SIGKILL) << o.output;
+  EXPECT_TRUE(has(o, "was killed by signal 9")) << o.output;
+  EXPECT_TRUE(has(o, "rank 1 (pid ")) << o.output;
+}
+
+TEST(PierRun, FenceTimeoutNamesTheAbsentRank) {
+  const Outcome o = launch({"absent", "2", "1"}, 3);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "fence failed (timeout)")) << o.output;
+  EXPECT_TRUE(has(o, "rank 2 never connected to the exchange")) << o.output;
+}
+
+TEST(PierRun, RankLeavingFailsTheFenceAtOnce) {
+  const Outcome o = launch({"leave", "1"}, 2);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_TRUE(has(o, "fence failed (broken)")) << o.output;
+  EXPECT_TRUE(has(o, "rank 1 ended before joining fence 1")) << o.output;
+}
+
+TEST(PierRun, ForeignProtocolVersionIsRefusedClearly) {
+  const Outcome o = launch({"badversion"}, 1);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "refused: a process speaks boot protocol version 9, this pier-run version 1"))
+      << o.output;
+}
+
+TEST(PierRun, ForwardsSigtermToTheRanks) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH,   "-n",   "2", "--timeout", "30", "--tag-output",
+               BOOT_PROBE_PATH, "sleep"};
+  spec.signal_after = "[1] probe rank 1: sleeping";
+  spec.signal = SIGTERM;
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 128 + SIGTERM) << o.output;
+  EXPECT_TRUE(has(o, "got SIGTERM, forwarding it to the ranks")) << o.output;
+}
+
+TEST(PierRun, JobTimeoutIsReported) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH,   "-n",   "2", "--timeout", "1", "--kill-grace", "1",
+               BOOT_PROBE_PATH, "sleep"};
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 124) << o.output;
+  EXPECT_TRUE(has(o, "timeout after 1 s; still running: ranks 0, 1")) << o.output;
+}
+
+TEST(PierRun, MissingProgramIsReported) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "10", "/nonexistent/pier-program"};
+  const Outcome o = run_command(spec);
+  EXPECT_EQ(o.exit_code, 127) << o.output;
+  EXPECT_TRUE(has(o, "rank 0: cannot execute '/nonexistent/pier-program'")) << o.output;
+}
+
+TEST(Singleton, ProcessStartedAloneIsRankZeroOfOne) {
+  RunSpec spec;
+  spec.argv = {BOOT_PROBE_PATH, "exchange"};
+  spec.limit = std::chrono::seconds(30);
+  const Outcome o = run_command(spec);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "probe rank 0: exchange ok (size 1, method singleton)")) << o.output;
+}
+
+}  // namespace
+}  // namespace pier::multiproc

@@ -1,0 +1,68 @@
+// pier-run: the server side of the bootstrap exchange (src/boot/proto.hpp).
+// Pure state: it is fed decoded events and answers with frames to send, so
+// the socket loop stays small and the rules live in one place.
+#pragma once
+
+#include "boot/proto.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pier::run {
+
+/// A frame for a connection; `close_after` ends the connection once sent.
+struct Outgoing {
+  int conn;
+  std::vector<std::byte> frame;
+  bool close_after = false;
+};
+
+class Exchange {
+ public:
+  Exchange(std::uint32_t size, std::string library_version);
+
+  /// Bytes arrived as one complete frame on `conn`.
+  void on_frame(int conn, const boot::proto::Frame& frame, std::vector<Outgoing>& out);
+  /// The connection closed (rank exited or dropped the exchange).
+  void on_disconnect(int conn, std::vector<Outgoing>& out);
+  /// The launcher saw the rank's process end; it can never join a fence.
+  void on_rank_exit(std::uint32_t rank, std::vector<Outgoing>& out);
+
+  /// "fence 2 waits for rank 1 (never connected)", or "" when no fence is
+  /// pending; for the launcher's timeout message.
+  std::string pending_summary() const;
+  /// Refusals written to pier-run's stderr (version mismatch and the like).
+  std::vector<std::string> take_notes() { return std::move(notes_); }
+
+ private:
+  struct RankState {
+    int conn = -1;  ///< -1 when not connected
+    bool ever_connected = false;
+    bool gone = false;  ///< disconnected or exited: it will never fence again
+    std::uint32_t pid = 0;
+    std::uint32_t fenced = 0;  ///< last epoch this rank joined
+  };
+
+  void refuse(int conn, boot::proto::Refusal why, std::string text, std::vector<Outgoing>& out);
+  void on_hello(int conn, const boot::proto::Hello& hello, std::vector<Outgoing>& out);
+  void on_fence(std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out);
+  void maybe_complete(std::vector<Outgoing>& out);
+  void fail_if_hopeless(std::vector<Outgoing>& out);
+  std::vector<std::uint32_t> missing() const;
+  std::string describe_missing() const;
+  int rank_of(int conn) const;
+
+  std::uint32_t size_;
+  std::string library_version_;  ///< pier-run's own build
+  std::string first_version_;    ///< of the first rank to say hello
+  std::uint32_t first_rank_ = 0;
+  std::vector<RankState> ranks_;
+  std::uint32_t epoch_ = 1;                  ///< the fence being gathered
+  std::vector<boot::proto::Entry> entries_;  ///< committed during epoch_
+  bool failed_ = false;                      ///< a fence failed: every later fence fails
+  std::string failure_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace pier::run

@@ -1,0 +1,545 @@
+// pier-run: the job. One poll() loop serves the exchange socket, the ranks'
+// tagged output, signals (through a signalfd, so SIGCHLD and forwarded
+// signals are ordinary events) and the two deadlines: the job's timeout and
+// the grace between SIGTERM and SIGKILL once the job is ending.
+#include "launcher.hpp"
+
+#include "exchange.hpp"
+#include "output.hpp"
+
+#include "boot/boot.hpp"
+#include "boot/proto.hpp"
+#include "boot/socket.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef PIER_RUN_HAVE_HWLOC
+#include <hwloc.h>
+#include <hwloc/glibc-sched.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+
+extern char** environ;
+
+namespace pier::run {
+namespace {
+
+namespace proto = boot::proto;
+using boot::Clock;
+
+constexpr int exit_timeout = 124;
+constexpr int exit_cannot_start = 127;
+
+void say(const std::string& text) {
+  const std::string line = "pier-run: " + text + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
+std::string describe_wait(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({}){}", sig, ::strsignal(sig),
+                       WCOREDUMP(status) ? ", core dumped" : "");
+  }
+  return "ended in an unknown way";
+}
+
+/// One cpu set per core that this process may use (hwloc when built with
+/// it, so hyperthreads of one core stay together; else one per logical CPU).
+std::vector<::cpu_set_t> core_sets() {
+  std::vector<::cpu_set_t> sets;
+#ifdef PIER_RUN_HAVE_HWLOC
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) == 0) {
+    if (hwloc_topology_load(topo) == 0) {
+      const int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+      for (int i = 0; i < n; ++i) {
+        hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+        ::cpu_set_t set;
+        CPU_ZERO(&set);
+        if (core &&
+            hwloc_cpuset_to_glibc_sched_affinity(topo, core->cpuset, &set, sizeof set) == 0 &&
+            CPU_COUNT(&set) > 0)
+          sets.push_back(set);
+      }
+    }
+    hwloc_topology_destroy(topo);
+  }
+  if (!sets.empty()) return sets;
+#endif
+  ::cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return sets;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    ::cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sets.push_back(one);
+  }
+  return sets;
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int wait_status = 0;
+  std::array<int, 2> pipes{-1, -1};  ///< stdout, stderr read ends (--tag-output)
+  std::array<std::unique_ptr<LineTagger>, 2> taggers;
+};
+
+struct Conn {
+  proto::FrameReader reader;
+  std::vector<std::byte> pending;  ///< not yet written
+  bool close_after = false;
+};
+
+class Job {
+ public:
+  explicit Job(const Options& o)
+      : opt_(o), ranks_(o.ranks), exchange_(o.ranks, std::string(boot::library_version())) {}
+  ~Job();
+  int run();
+
+ private:
+  bool listen_socket();
+  bool block_signals();
+  bool spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores);
+  void loop();
+  void end_job(int code);
+  void on_signal();
+  void reap();
+  void accept_conns();
+  void read_conn(int fd);
+  void flush_conn(int fd);
+  void close_conn(int fd);
+  void dispatch(std::vector<Outgoing>& out);
+  void read_pipe(Rank& rank, int which);
+  bool any_running() const;
+  std::vector<std::uint32_t> running_ranks() const;
+
+  Options opt_;
+  std::vector<Rank> ranks_;
+  Exchange exchange_;
+  std::map<int, Conn> conns_;
+  std::string socket_name_;
+  int listen_fd_ = -1;
+  int signal_fd_ = -1;
+  ::sigset_t old_mask_{};
+  bool ending_ = false;
+  int exit_code_ = 0;
+  Clock::time_point job_deadline_ = Clock::time_point::max();
+  Clock::time_point kill_deadline_ = Clock::time_point::max();
+  Clock::time_point drain_deadline_ = Clock::time_point::max();
+  bool killed_hard_ = false;
+};
+
+Job::~Job() {
+  for (auto& [fd, conn] : conns_) ::close(fd);
+  for (auto& r : ranks_)
+    for (int fd : r.pipes)
+      if (fd >= 0) ::close(fd);
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+}
+
+bool Job::listen_socket() {
+  // Abstract namespace: no file to clean up, even if pier-run is killed.
+  std::random_device rd;
+  socket_name_ = fmt::format("@pier-run.{}.{:08x}", ::getpid(), rd());
+  auto address = boot::parse_unix_address(socket_name_);
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (!address || listen_fd_ < 0 ||
+      ::bind(listen_fd_, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0 ||
+      ::listen(listen_fd_, 128) != 0) {
+    say(fmt::format("cannot listen on {}: {}", socket_name_, std::strerror(errno)));
+    return false;
+  }
+  return true;
+}
+
+bool Job::block_signals() {
+  ::sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  if (::sigprocmask(SIG_BLOCK, &set, &old_mask_) != 0) return false;
+  signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  // A closed stdout (pier-run | head) must not kill the launcher and orphan
+  // the ranks; children get the default disposition back before exec.
+  ::signal(SIGPIPE, SIG_IGN);
+  return signal_fd_ >= 0;
+}
+
+bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
+  // Everything the child needs is prepared here: between fork and exec only
+  // async-signal-safe calls are made.
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e; ++e) {
+    std::string_view v(*e);
+    if (!v.starts_with("PIER_RUN_SOCKET=") && !v.starts_with("PIER_RUN_RANK=") &&
+        !v.starts_with("PIER_RUN_SIZE="))
+      env_text.emplace_back(v);
+  }
+  env_text.push_back("PIER_RUN_SOCKET=" + socket_name_);
+  env_text.push_back(fmt::format("PIER_RUN_RANK={}", rank));
+  env_text.push_back(fmt::format("PIER_RUN_SIZE={}", opt_.ranks));
+  std::vector<char*> envp, argv;
+  for (auto& s : env_text) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = opt_.command;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const ::cpu_set_t* core =
+      opt_.bind_core && !cores.empty() ? &cores[rank % cores.size()] : nullptr;
+
+  Rank& r = ranks_[rank];
+  std::array<std::array<int, 2>, 2> out{{{-1, -1}, {-1, -1}}};
+  if (opt_.tag_output) {
+    for (auto& p : out) {
+      if (::pipe2(p.data(), O_CLOEXEC) != 0) {
+        say(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
+        return false;
+      }
+    }
+  }
+  std::array<int, 2> exec_err{-1, -1};
+  if (::pipe2(exec_err.data(), O_CLOEXEC) != 0) return false;
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    // If pier-run dies without cleaning up, its ranks die with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(exit_cannot_start);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (opt_.tag_output) {
+      ::dup2(out[0][1], STDOUT_FILENO);
+      ::dup2(out[1][1], STDERR_FILENO);
+    }
+    if (core) (void)::sched_setaffinity(0, sizeof *core, core);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int err = errno;
+    (void)!::write(exec_err[1], &err, sizeof err);
+    ::_exit(exit_cannot_start);
+  }
+  if (devnull >= 0) ::close(devnull);
+  ::close(exec_err[1]);
+  for (auto& p : out)
+    if (p[1] >= 0) ::close(p[1]);
+  if (pid < 0) {
+    say(fmt::format("cannot fork rank {}: {}", rank, std::strerror(errno)));
+    ::close(exec_err[0]);
+    for (auto& p : out)
+      if (p[0] >= 0) ::close(p[0]);
+    return false;
+  }
+  ::setpgid(pid, pid);  // both sides set it, so no signal races the child's own call
+  r.pid = pid;
+  r.running = true;
+  for (int i = 0; i < 2; ++i) {
+    r.pipes[i] = out[i][0];
+    if (r.pipes[i] >= 0) {
+      (void)::fcntl(r.pipes[i], F_SETFL, O_NONBLOCK);
+      r.taggers[i] = std::make_unique<LineTagger>(rank, i == 0 ? STDOUT_FILENO : STDERR_FILENO);
+    }
+  }
+  // The write end closes on exec (success) or carries errno (failure).
+  int err = 0;
+  ::ssize_t n;
+  do n = ::read(exec_err[0], &err, sizeof err);
+  while (n < 0 && errno == EINTR);
+  ::close(exec_err[0]);
+  if (n == static_cast<::ssize_t>(sizeof err)) {
+    say(fmt::format("rank {}: cannot execute '{}': {}", rank, opt_.command[0], std::strerror(err)));
+    return false;
+  }
+  return true;
+}
+
+int Job::run() {
+  if (!block_signals() || !listen_socket()) return exit_cannot_start;
+  if (opt_.timeout_s > 0)
+    job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(opt_.timeout_s));
+  const auto cores = opt_.bind_core ? core_sets() : std::vector<::cpu_set_t>{};
+  if (opt_.bind_core && cores.empty()) say("--bind core: no usable core found, not binding");
+  for (std::uint32_t r = 0; r < opt_.ranks; ++r) {
+    if (!spawn(r, cores)) {
+      end_job(exit_cannot_start);
+      break;
+    }
+  }
+  loop();
+  return exit_code_;
+}
+
+void Job::end_job(int code) {
+  if (ending_) return;
+  ending_ = true;
+  exit_code_ = code;
+  for (auto& r : ranks_)
+    if (r.running) ::kill(-r.pid, SIGTERM);
+  kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(opt_.kill_grace_s));
+}
+
+std::vector<std::uint32_t> Job::running_ranks() const {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t i = 0; i < ranks_.size(); ++i)
+    if (ranks_[i].running) out.push_back(i);
+  return out;
+}
+
+bool Job::any_running() const {
+  return !running_ranks().empty();
+}
+
+void Job::on_signal() {
+  ::signalfd_siginfo info;
+  while (::read(signal_fd_, &info, sizeof info) == static_cast<::ssize_t>(sizeof info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) continue;  // reap() runs after every wake-up
+    if (ending_) {
+      // A second interrupt: the user does not want to wait for the grace.
+      for (auto& r : ranks_)
+        if (r.running) ::kill(-r.pid, SIGKILL);
+      continue;
+    }
+    say(fmt::format("got SIG{}, forwarding it to the ranks", ::sigabbrev_np(sig)));
+    ending_ = true;
+    exit_code_ = 128 + sig;
+    for (auto& r : ranks_)
+      if (r.running) ::kill(-r.pid, sig);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(opt_.kill_grace_s));
+  }
+}
+
+void Job::reap() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (std::uint32_t i = 0; i < ranks_.size(); ++i) {
+      Rank& r = ranks_[i];
+      if (r.pid != pid || !r.running) continue;
+      r.running = false;
+      r.wait_status = status;
+      std::vector<Outgoing> out;
+      exchange_.on_rank_exit(i, out);
+      dispatch(out);
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!clean && !ending_) {
+        const auto others = running_ranks();
+        say(fmt::format(
+            "rank {} (pid {}) {}{}", i, pid, describe_wait(status),
+            others.empty() ? std::string() : "; terminating ranks " + proto::format_ranks(others)));
+        end_job(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      }
+    }
+  }
+}
+
+void Job::dispatch(std::vector<Outgoing>& out) {
+  for (auto& note : exchange_.take_notes()) say(note);
+  for (auto& o : out) {
+    auto it = conns_.find(o.conn);
+    if (it == conns_.end()) continue;
+    it->second.pending.insert(it->second.pending.end(), o.frame.begin(), o.frame.end());
+    it->second.close_after |= o.close_after;
+    flush_conn(o.conn);
+  }
+  out.clear();
+}
+
+void Job::accept_conns() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    conns_.emplace(fd, Conn{});
+  }
+}
+
+void Job::close_conn(int fd) {
+  if (conns_.erase(fd) == 0) return;
+  ::close(fd);
+  std::vector<Outgoing> out;
+  exchange_.on_disconnect(fd, out);
+  dispatch(out);
+}
+
+void Job::flush_conn(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  while (!c.pending.empty()) {
+    const ::ssize_t n = ::send(fd, c.pending.data(), c.pending.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      close_conn(fd);
+      return;
+    }
+    c.pending.erase(c.pending.begin(), c.pending.begin() + n);
+  }
+  if (c.close_after) close_conn(fd);
+}
+
+void Job::read_conn(int fd) {
+  std::array<std::byte, 16384> buf;
+  for (;;) {
+    auto it = conns_.find(fd);
+    if (it == conns_.end()) return;
+    const ::ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      close_conn(fd);
+      return;
+    }
+    it->second.reader.append(std::span(buf.data(), static_cast<std::size_t>(n)));
+    for (;;) {
+      auto c = conns_.find(fd);
+      if (c == conns_.end() || c->second.close_after) return;
+      auto frame = c->second.reader.next();
+      std::vector<Outgoing> out;
+      if (!frame) {
+        out.push_back(
+            {fd, proto::encode_error(proto::Refusal::malformed, "undecodable frame"), true});
+        say("a rank sent undecodable bytes on the exchange socket; dropping it");
+      } else if (!*frame) {
+        break;
+      } else {
+        exchange_.on_frame(fd, **frame, out);
+      }
+      dispatch(out);
+    }
+  }
+}
+
+void Job::read_pipe(Rank& rank, int which) {
+  std::array<char, 16384> buf;
+  for (;;) {
+    const ::ssize_t n = ::read(rank.pipes[which], buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      rank.taggers[which]->finish();
+      ::close(rank.pipes[which]);
+      rank.pipes[which] = -1;
+      return;
+    }
+    rank.taggers[which]->feed(std::span(buf.data(), static_cast<std::size_t>(n)));
+  }
+}
+
+void Job::loop() {
+  enum class Kind { signal, listen, conn, pipe };
+  struct Source {
+    Kind kind;
+    int fd;
+    std::uint32_t rank;
+    int which;
+  };
+  for (;;) {
+    reap();
+    const auto now = Clock::now();
+    if (!ending_ && now >= job_deadline_) {
+      const auto running = running_ranks();
+      std::string pending = exchange_.pending_summary();
+      say(fmt::format("timeout after {} s; still running: {} {}{}", opt_.timeout_s,
+                      running.size() == 1 ? "rank" : "ranks", proto::format_ranks(running),
+                      pending.empty() ? "" : "; " + pending));
+      end_job(exit_timeout);
+    }
+    if (ending_ && !killed_hard_ && now >= kill_deadline_) {
+      killed_hard_ = true;
+      for (auto& r : ranks_)
+        if (r.running) ::kill(-r.pid, SIGKILL);
+    }
+    bool pipes_open = false;
+    for (auto& r : ranks_)
+      for (int fd : r.pipes) pipes_open |= fd >= 0;
+    if (!any_running()) {
+      // The ranks are gone; give their output a moment to drain (a
+      // grandchild could hold a pipe open forever).
+      if (!pipes_open) return;
+      if (drain_deadline_ == Clock::time_point::max())
+        drain_deadline_ = now + std::chrono::seconds(1);
+      if (now >= drain_deadline_) return;
+    }
+
+    std::vector<::pollfd> fds;
+    std::vector<Source> sources;
+    auto add = [&](int fd, short events, Source s) {
+      fds.push_back({fd, events, 0});
+      sources.push_back(s);
+    };
+    add(signal_fd_, POLLIN, {Kind::signal, signal_fd_, 0, 0});
+    add(listen_fd_, POLLIN, {Kind::listen, listen_fd_, 0, 0});
+    for (auto& [fd, c] : conns_)
+      add(fd, static_cast<short>(POLLIN | (c.pending.empty() ? 0 : POLLOUT)),
+          {Kind::conn, fd, 0, 0});
+    for (std::uint32_t i = 0; i < ranks_.size(); ++i)
+      for (int w = 0; w < 2; ++w)
+        if (ranks_[i].pipes[w] >= 0)
+          add(ranks_[i].pipes[w], POLLIN, {Kind::pipe, ranks_[i].pipes[w], i, w});
+
+    // Wake at least once a second: SIGCHLD is coalesced, reaping is cheap.
+    Clock::time_point wake = now + std::chrono::seconds(1);
+    wake = std::min(wake, job_deadline_);
+    wake = std::min(wake, drain_deadline_);
+    if (ending_ && !killed_hard_) wake = std::min(wake, kill_deadline_);
+    const int n = ::poll(fds.data(), fds.size(), boot::poll_timeout_ms(wake));
+    if (n <= 0) continue;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const Source& s = sources[i];
+      switch (s.kind) {
+        case Kind::signal:
+          on_signal();
+          break;
+        case Kind::listen:
+          accept_conns();
+          break;
+        case Kind::conn:
+          if (fds[i].revents & POLLOUT) flush_conn(s.fd);
+          if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(s.fd);
+          break;
+        case Kind::pipe:
+          read_pipe(ranks_[s.rank], s.which);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int run_job(const Options& options) {
+  Job job(options);
+  return job.run();
+}
+
+}  // namespace pier::run
