@@ -52,12 +52,12 @@ Result<std::unique_ptr<driver::Context>> make(std::string_view argument) {
       colon == std::string_view::npos ? std::string_view{} : argument.substr(colon + 1);
   // The registry lives in pier_drivers, which links this library: looked up
   // at run time, so the inner driver can be any built-in one (fault included).
+  Result<Plan> plan = configured_plan();
+  if (!plan) return plan.status();
   for (const driver::DriverEntry& e : driver::builtin_drivers()) {
     if (e.name != inner_name) continue;
     Result<std::unique_ptr<driver::Context>> inner = e.make(inner_argument);
     if (!inner) return inner.status();
-    Result<Plan> plan = configured_plan();
-    if (!plan) return plan.status();
     return wrap(std::move(*inner), std::move(*plan));
   }
   PIER_LOG(error, "fault", "no driver named \"{}\" to wrap", inner_name);
