@@ -1,0 +1,154 @@
+// shm: encoders and decoders of the driver's own messages (see codec.hpp).
+#include "drivers/shm/codec.hpp"
+
+#include "wire/bytes.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace pier::drivers::shm {
+
+using wire::all_zero;
+using wire::load_u32;
+using wire::load_u64;
+using wire::load_u8;
+using wire::store_u32;
+using wire::store_u64;
+using wire::store_u8;
+
+namespace {
+
+constexpr std::array<std::byte, 4> url_magic{std::byte{'p'}, std::byte{'s'}, std::byte{'h'},
+                                             std::byte{'m'}};
+constexpr std::array<std::byte, 4> hello_magic{std::byte{'p'}, std::byte{'s'}, std::byte{'H'},
+                                               std::byte{'L'}};
+constexpr std::array<std::byte, 4> reply_magic{std::byte{'p'}, std::byte{'s'}, std::byte{'R'},
+                                               std::byte{'P'}};
+
+bool has_magic(std::span<const std::byte> in, const std::array<std::byte, 4>& magic) noexcept {
+  return std::equal(magic.begin(), magic.end(), in.begin());
+}
+
+void put_magic(std::span<std::byte> out, const std::array<std::byte, 4>& magic) noexcept {
+  std::copy(magic.begin(), magic.end(), out.begin());
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_url(const Url& url) {
+  std::vector<std::byte> out(Url::size);
+  std::span<std::byte> o(out);
+  put_magic(o, url_magic);
+  store_u8(o, 4, codec_version);
+  std::copy(url.boot_id.begin(), url.boot_id.end(), out.begin() + 8);
+  store_u32(o, 24, url.pid);
+  store_u64(o, 32, url.nonce);
+  store_u64(o, 40, url.probe_addr);
+  store_u64(o, 48, url.probe_value);
+  return out;
+}
+
+Result<Url> decode_url(std::span<const std::byte> in) noexcept {
+  if (in.size() != Url::size || !has_magic(in, url_magic)) return Status::malformed;
+  if (load_u8(in, 4) != codec_version) return Status::version_mismatch;
+  if (!all_zero(in, 5, 3) || !all_zero(in, 28, 4)) return Status::malformed;
+  Url url;
+  std::copy(in.begin() + 8, in.begin() + 24, url.boot_id.begin());
+  url.pid = load_u32(in, 24);
+  url.nonce = load_u64(in, 32);
+  url.probe_addr = load_u64(in, 40);
+  url.probe_value = load_u64(in, 48);
+  if (url.pid == 0) return Status::malformed;
+  return url;
+}
+
+std::string socket_name(std::uint32_t pid, std::uint64_t nonce) {
+  return fmt::format("pier-shm-{}-{:016x}", pid, nonce);
+}
+
+std::array<std::byte, Hello::size> encode_hello(const Hello& h) noexcept {
+  std::array<std::byte, Hello::size> out{};
+  std::span<std::byte> o(out);
+  put_magic(o, hello_magic);
+  store_u8(o, 4, codec_version);
+  store_u8(o, 5, static_cast<std::uint8_t>(h.track));
+  std::copy(h.url.begin(), h.url.end(), out.begin() + 8);
+  store_u32(o, 64, h.ring_lines);
+  store_u32(o, 68, h.max_packet);
+  store_u64(o, 72, h.segment_size);
+  return out;
+}
+
+Result<Hello> decode_hello(std::span<const std::byte> in) noexcept {
+  if (in.size() != Hello::size || !has_magic(in, hello_magic)) return Status::malformed;
+  if (load_u8(in, 4) != codec_version) return Status::version_mismatch;
+  const std::uint8_t track = load_u8(in, 5);
+  if (track > 1 || !all_zero(in, 6, 2)) return Status::malformed;
+  Hello h;
+  h.track = static_cast<driver::Track>(track);
+  std::copy(in.begin() + 8, in.begin() + 64, h.url.begin());
+  h.ring_lines = load_u32(in, 64);
+  h.max_packet = load_u32(in, 68);
+  h.segment_size = load_u64(in, 72);
+  return h;
+}
+
+std::array<std::byte, Reply::size> encode_reply(const Reply& r) noexcept {
+  std::array<std::byte, Reply::size> out{};
+  std::span<std::byte> o(out);
+  put_magic(o, reply_magic);
+  store_u8(o, 4, codec_version);
+  store_u8(o, 5, static_cast<std::uint8_t>(r.answer));
+  return out;
+}
+
+Result<Reply> decode_reply(std::span<const std::byte> in) noexcept {
+  if (in.size() != Reply::size || !has_magic(in, reply_magic)) return Status::malformed;
+  if (load_u8(in, 4) != codec_version) return Status::version_mismatch;
+  const std::uint8_t answer = load_u8(in, 5);
+  if (answer > 2 || !all_zero(in, 6, 2)) return Status::malformed;
+  return Reply{static_cast<Answer>(answer)};
+}
+
+void encode_rdv(const Rdv& r, driver::Packet& pkt) noexcept {
+  std::span<std::byte> o(pkt.rdv_data.data(), Rdv::size);
+  std::fill(o.begin(), o.end(), std::byte{0});
+  store_u8(o, 0, Rdv::kind_cma);
+  store_u32(o, 4, r.iov_count);
+  store_u64(o, 8, r.token);
+  store_u64(o, 16, r.addr);
+  store_u64(o, 24, r.capacity);
+  store_u32(o, 32, r.pid);
+  pkt.rdv_len = static_cast<std::uint8_t>(Rdv::size);
+}
+
+Result<Rdv> decode_rdv(const driver::Packet& pkt) noexcept {
+  if (pkt.rdv_len != Rdv::size) return Status::malformed;
+  std::span<const std::byte> in(pkt.rdv_data.data(), Rdv::size);
+  if (load_u8(in, 0) != Rdv::kind_cma || !all_zero(in, 1, 3) || !all_zero(in, 36, 4))
+    return Status::malformed;
+  Rdv r;
+  r.iov_count = load_u32(in, 4);
+  r.token = load_u64(in, 8);
+  r.addr = load_u64(in, 16);
+  r.capacity = load_u64(in, 24);
+  r.pid = load_u32(in, 32);
+  if (r.token == 0) return Status::malformed;
+  return r;
+}
+
+void encode_done(const Done& d, std::span<std::byte> out) noexcept {
+  store_u64(out, 0, d.token);
+  store_u64(out, 8, d.written);
+  store_u64(out, 16, d.total);
+}
+
+Result<Done> decode_done(std::span<const std::byte> in) noexcept {
+  if (in.size() != Done::size) return Status::malformed;
+  Done d{load_u64(in, 0), load_u64(in, 8), load_u64(in, 16)};
+  if (d.written > d.total) return Status::malformed;
+  return d;
+}
+
+}  // namespace pier::drivers::shm

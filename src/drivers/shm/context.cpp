@@ -1,0 +1,293 @@
+// shm: the context: configuration, url, the listening socket, receive-any.
+#include "drivers/shm/context.hpp"
+
+#include "drivers/shm/instance.hpp"
+#include "drivers/shm/ring.hpp"
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+namespace pier::drivers::shm {
+
+inline const config::IntKey ring_size_key{
+    "SHM_RING_SIZE",
+    512 * 1024,
+    16 * 1024,
+    std::int64_t{1} << 30,
+    "bytes of cells per ring and direction of each connected pair (rounded up to a power "
+    "of two); bounds the data in flight",
+    config::Type::size};
+inline const config::IntKey max_packet_key{
+    "SHM_MAX_PACKET",
+    32 * 1024,
+    64,
+    16 * 1024 * 1024,
+    "largest small-track packet, and the fragment size of copies through the cells "
+    "(at most a quarter of the ring)",
+    config::Type::size};
+inline const config::BoolKey cma_key{
+    "SHM_CMA", true,
+    "move large-track packets with one process_vm_writev where the per-pair probe allows it"};
+inline const config::IntKey spin_key{"SHM_SPIN_US", 50, 0, 1000000,
+                                     "microseconds a blocking wait polls before it sleeps"};
+
+ShmContext::ShmContext() = default;
+
+ShmContext::~ShmContext() {
+  if (!instances_.empty())
+    PIER_LOG(warn, "shm", "context destroyed with {} instances alive", instances_.size());
+}
+
+Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
+  (void)hints;
+  if (phase_ == Phase::closed) return Status::not_initialized;
+  const auto ring_bytes = std::bit_ceil(static_cast<std::uint64_t>(ring_size_key.get()));
+  settings_.ring_lines = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(ring_bytes / line_size, min_ring_lines, max_ring_lines));
+  const std::size_t max_by_ring = payload_in(settings_.ring_lines / 4);
+  settings_.max_packet = static_cast<std::uint32_t>(
+      std::min<std::size_t>(static_cast<std::size_t>(max_packet_key.get()), max_by_ring));
+  settings_.cma = cma_key.get();
+  settings_.spin_ns = spin_key.get() * 1000;
+
+  caps_ = driver::Caps{};
+  caps_.supports_data = true;
+  caps_.send_buf = true;
+  caps_.recv_buf = true;
+  caps_.recv_post = true;
+  caps_.max_iov = 64;
+  caps_.blocking_wait = true;
+  caps_.recv_any = true;
+  caps_.prefetch = false;
+  caps_.rdv_data = settings_.cma;
+  caps_.max_packet = settings_.max_packet;
+  caps_.needs_rdv = true;
+
+  driver::Properties props;
+  props.caps = caps_;
+  // Nominal figures for rail selection, not measurements (docs/shm.md has those).
+  props.profile.latency_ns = 200;
+  props.profile.bandwidth_mbps = 15000;
+  if (phase_ == Phase::fresh) phase_ = Phase::described;
+  return props;
+}
+
+Result<std::vector<std::byte>> ShmContext::init() {
+  if (phase_ == Phase::closed || phase_ == Phase::ready) return Status::not_initialized;
+  if (phase_ == Phase::fresh) {
+    Result<driver::Properties> p = properties(driver::Hints{});
+    if (!p) return p.status();
+  }
+  Result<std::array<std::byte, 16>> boot = boot_id();
+  if (!boot) {
+    unavailable_ = "cannot read the boot id";
+    return boot.status();
+  }
+  url_.boot_id = *boot;
+  url_.pid = static_cast<std::uint32_t>(::getpid());
+  probe_word_ = random_u64() | 1;
+  url_.probe_addr = reinterpret_cast<std::uintptr_t>(&probe_word_);
+  url_.probe_value = probe_word_;
+  // The nonce makes the abstract name unique even for several contexts in
+  // one process; retry on the (unlikely) clash.
+  for (int attempt = 0; attempt < 4 && !listen_.valid(); ++attempt) {
+    url_.nonce = random_u64();
+    Result<Fd> fd = listen_abstract(socket_name(url_.pid, url_.nonce));
+    if (fd) listen_ = std::move(*fd);
+  }
+  if (!listen_.valid()) {
+    unavailable_ = "cannot listen on an abstract unix socket";
+    return Status::system_error;
+  }
+  cancel_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!cancel_.valid()) {
+    PIER_LOG(warn, "shm", "cannot create eventfd: {}", std::strerror(errno));
+    return Status::system_error;
+  }
+  url_bytes_ = encode_url(url_);
+  phase_ = Phase::ready;
+  PIER_LOG(debug, "shm", "context ready: {} cells of {} B per ring, max packet {} B, cma {}",
+           settings_.ring_lines, line_size, settings_.max_packet, settings_.cma);
+  return url_bytes_;
+}
+
+Status ShmContext::close() {
+  if (phase_ == Phase::closed) return Status::not_initialized;
+  phase_ = Phase::closed;
+  pending_.clear();
+  listen_.reset();
+  cancel_.reset();
+  return Status::ok;
+}
+
+Result<std::unique_ptr<driver::Instance>> ShmContext::open_instance(driver::Track track) {
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  if (track != driver::Track::small && track != driver::Track::large)
+    return Status::invalid_argument;
+  auto inst = std::make_unique<ShmInstance>(*this, track);
+  instances_.push_back(inst.get());
+  // Sized here so wait_any() allocates nothing.
+  pollfds_.reserve(instances_.size() + 1);
+  return std::unique_ptr<driver::Instance>(std::move(inst));
+}
+
+void ShmContext::forget(ShmInstance* inst) noexcept {
+  std::erase(instances_, inst);
+  next_any_ = 0;
+}
+
+bool ShmContext::taken(std::span<const std::byte> url, driver::Track track,
+                       const ShmInstance* except) const noexcept {
+  return std::any_of(instances_.begin(), instances_.end(), [&](const ShmInstance* i) {
+    return i != except && i->connected_to(url, track);
+  });
+}
+
+bool ShmContext::read_hello(Pending& p) noexcept {
+  std::array<std::byte, Hello::size + 8> buf{};
+  Result<Received> r = recv_message(p.sock.get(), buf);
+  if (!r || r->eof) return false;
+  if (r->none) return true;
+  Result<Hello> h = decode_hello(std::span<const std::byte>(buf.data(), r->len));
+  if (!h || !r->fd.valid()) {
+    PIER_LOG(warn, "shm", "dropping a connection with a malformed hello");
+    return false;
+  }
+  p.has_hello = true;
+  p.hello = *h;
+  p.segment = std::move(r->fd);
+  return true;
+}
+
+void ShmContext::progress_accept() noexcept {
+  if (phase_ != Phase::ready) return;
+  for (;;) {
+    const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    Pending p;
+    p.sock.reset(fd);
+    pending_.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    bool keep = p.has_hello || read_hello(p);
+    if (keep && p.has_hello) {
+      const std::span<const std::byte> from(p.hello.url);
+      auto waiting = std::find_if(instances_.begin(), instances_.end(), [&](ShmInstance* inst) {
+        return inst->accepting() && inst->connected_to(from, p.hello.track);
+      });
+      if (waiting != instances_.end()) {
+        (*waiting)->adopt(std::move(p.sock), p.hello, std::move(p.segment));
+        keep = false;
+      } else if (taken(from, p.hello.track, nullptr)) {
+        (void)send_message(p.sock.get(), encode_reply(Reply{Answer::in_use}));
+        keep = false;
+      }
+    }
+    if (keep) {
+      ++i;
+    } else {
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+}
+
+namespace {
+
+/// Milliseconds-free conversion of a deadline for ppoll; nullptr-free: a
+/// far deadline sleeps at most a second per call (callers loop).
+::timespec until(driver::Deadline deadline) noexcept {
+  const auto now = driver::Clock::now();
+  auto left = deadline > now ? deadline - now : driver::Clock::duration::zero();
+  left = std::min<driver::Clock::duration>(left, std::chrono::seconds(1));
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+  return ::timespec{static_cast<std::time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+}  // namespace
+
+void ShmContext::wait_accept(driver::Deadline deadline) noexcept {
+  if (phase_ != Phase::ready) return;
+  std::vector<::pollfd> fds;
+  fds.push_back({listen_.get(), POLLIN, 0});
+  for (const Pending& p : pending_)
+    if (!p.has_hello) fds.push_back({p.sock.get(), POLLIN, 0});
+  const ::timespec ts = until(deadline);
+  (void)::ppoll(fds.data(), fds.size(), &ts, nullptr);
+}
+
+Status ShmContext::probe_any(driver::Instance** ready) {
+  *ready = nullptr;
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  const std::size_t n = instances_.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (next_any_ + k) % n;
+    ShmInstance* inst = instances_[i];
+    if (inst->track() == driver::Track::small && inst->has_news()) {
+      next_any_ = i + 1;
+      *ready = inst;
+      return Status::ok;
+    }
+  }
+  return Status::in_progress;
+}
+
+Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline) {
+  *ready = nullptr;
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  const auto spin_until = driver::Clock::now() + std::chrono::nanoseconds(settings_.spin_ns);
+  for (;;) {
+    if (canceled_.exchange(false)) return Status::canceled;
+    Status st = probe_any(ready);
+    if (st != Status::in_progress) return st;
+    const auto now = driver::Clock::now();
+    if (now >= deadline) return Status::timeout;
+    if (now < spin_until) continue;
+
+    for (ShmInstance* inst : instances_)
+      if (inst->track() == driver::Track::small) inst->watch(+1);
+    st = probe_any(ready);
+    if (st == Status::in_progress && !canceled_.load()) {
+      pollfds_.clear();
+      pollfds_.push_back({cancel_.get(), POLLIN, 0});
+      for (ShmInstance* inst : instances_)
+        if (inst->track() == driver::Track::small && inst->socket_fd() >= 0)
+          pollfds_.push_back({inst->socket_fd(), POLLIN, 0});
+      const ::timespec ts = until(deadline);
+      (void)::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);
+    }
+    for (ShmInstance* inst : instances_)
+      if (inst->track() == driver::Track::small) inst->watch(-1);
+    std::uint64_t drained = 0;
+    while (::read(cancel_.get(), &drained, sizeof drained) > 0) {
+    }
+    for (ShmInstance* inst : instances_)
+      if (inst->track() == driver::Track::small) inst->drain_socket();
+    if (st != Status::in_progress) return st;
+  }
+}
+
+Status ShmContext::cancel_any() {
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  canceled_.store(true);
+  const std::uint64_t one = 1;
+  // A full counter (impossible in practice) still wakes the poll.
+  (void)!::write(cancel_.get(), &one, sizeof one);
+  return Status::ok;
+}
+
+std::string ShmContext::unavailable_reason() const {
+  return unavailable_;
+}
+
+}  // namespace pier::drivers::shm

@@ -1,0 +1,91 @@
+// shm: the driver context (one per NI): the listening abstract socket that
+// peers connect to, the url, the instances, and the receive-any machinery.
+#pragma once
+
+#include "drivers/shm/codec.hpp"
+#include "drivers/shm/sys.hpp"
+
+#include <pier/driver.hpp>
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace pier::drivers::shm {
+
+class ShmInstance;
+
+/// Values read once from the configuration at init().
+struct Settings {
+  std::uint32_t ring_lines = 0;  ///< cells per ring and direction (power of two)
+  std::uint32_t max_packet = 0;  ///< largest small-track packet
+  bool cma = true;               ///< single copy allowed
+  std::int64_t spin_ns = 0;      ///< busy polling before a wait sleeps
+};
+
+class ShmContext final : public driver::Context {
+ public:
+  ShmContext();
+  ~ShmContext() override;
+
+  std::string_view name() const noexcept override { return "shm"; }
+  Result<driver::Properties> properties(const driver::Hints& hints) override;
+  Result<std::vector<std::byte>> init() override;
+  Status close() override;
+  Result<std::unique_ptr<driver::Instance>> open_instance(driver::Track track) override;
+  Status probe_any(driver::Instance** ready) override;
+  Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
+  Status cancel_any() override;
+  std::string unavailable_reason() const override;
+
+  // --- for instances --------------------------------------------------
+  bool ready() const noexcept { return phase_ == Phase::ready; }
+  const Settings& settings() const noexcept { return settings_; }
+  const Url& url() const noexcept { return url_; }
+  std::span<const std::byte> url_bytes() const noexcept { return url_bytes_; }
+  const driver::Caps& caps() const noexcept { return caps_; }
+  int listen_fd() const noexcept { return listen_.get(); }
+  /// Another live instance already connects (url, track).
+  bool taken(std::span<const std::byte> url, driver::Track track,
+             const ShmInstance* except) const noexcept;
+  /// Accepts waiting connections and hands hellos to the instances that
+  /// wait for them. Never blocks.
+  void progress_accept() noexcept;
+  /// Sleeps until the listening socket or a half-open connection has news,
+  /// or the deadline.
+  void wait_accept(driver::Deadline deadline) noexcept;
+  void forget(ShmInstance* inst) noexcept;
+
+ private:
+  enum class Phase : std::uint8_t { fresh, described, ready, closed };
+  /// A connection accepted but not yet matched to an instance.
+  struct Pending {
+    Fd sock;
+    bool has_hello = false;
+    Hello hello;
+    Fd segment;
+  };
+  bool read_hello(Pending& p) noexcept;
+
+  Phase phase_ = Phase::fresh;
+  Settings settings_;
+  driver::Caps caps_;
+  Url url_;
+  std::vector<std::byte> url_bytes_;
+  Fd listen_;
+  Fd cancel_;  ///< eventfd that cancel_any() writes
+  std::atomic<bool> canceled_{false};
+  std::vector<ShmInstance*> instances_;
+  std::vector<Pending> pending_;
+  std::vector<::pollfd> pollfds_;
+  std::size_t next_any_ = 0;  ///< round-robin start of probe_any()
+  std::string unavailable_;
+  /// The word peers read with process_vm_readv to test single copy.
+  alignas(64) std::uint64_t probe_word_ = 0;
+};
+
+}  // namespace pier::drivers::shm

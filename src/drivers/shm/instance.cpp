@@ -1,0 +1,352 @@
+// shm: instance life cycle: connection set-up, the socket, peer death.
+#include "drivers/shm/instance.hpp"
+
+#include "drivers/shm/context.hpp"
+
+#include "base/log.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <ctime>
+
+namespace pier::drivers::shm {
+
+ShmInstance::~ShmInstance() {
+  if (buf_out_ || posted_ != nullptr || send_head_ != nullptr)
+    PIER_LOG(debug, "shm", "instance destroyed with packets pending");
+  ctx_->forget(this);
+}
+
+bool ShmInstance::connected_to(std::span<const std::byte> url, driver::Track track) const noexcept {
+  return track == track_ && !remote_url_.empty() &&
+         std::equal(url.begin(), url.end(), remote_url_.begin(), remote_url_.end());
+}
+
+Status ShmInstance::connect_async(std::span<const std::byte> remote_url) {
+  if (!ctx_->ready()) return Status::not_initialized;
+  if (phase_ != Phase::unconnected) return Status::invalid_argument;
+  Result<Url> url = decode_url(remote_url);
+  if (!url) return Status::invalid_argument;
+  if (url->boot_id != ctx_->url().boot_id) {
+    PIER_LOG(debug, "shm", "url of pid {} comes from another host or boot", url->pid);
+    return Status::rejected;
+  }
+  const std::span<const std::byte> own = ctx_->url_bytes();
+  if (std::equal(own.begin(), own.end(), remote_url.begin(), remote_url.end()))
+    return Status::invalid_argument;  // a pair needs two contexts
+  if (ctx_->taken(remote_url, track_, this)) return Status::in_use;
+  remote_url_.assign(remote_url.begin(), remote_url.end());
+  remote_ = *url;
+  // Both ends order the two urls the same way, so exactly one connects.
+  connector_ =
+      std::lexicographical_compare(own.begin(), own.end(), remote_url.begin(), remote_url.end());
+  if (connector_) {
+    const Status st = start_connector();
+    return st == Status::ok ? Status::in_progress : st;
+  }
+  phase_ = Phase::accepting;
+  ctx_->progress_accept();
+  return Status::in_progress;
+}
+
+Status ShmInstance::start_connector() noexcept {
+  const Settings& s = ctx_->settings();
+  SegmentHeader h;
+  h.ring_lines = s.ring_lines;
+  h.max_packet = s.max_packet;
+  h.key = random_u64();
+  h.size = segment_size(s.ring_lines);
+  Result<Segment> seg = create_segment(h.size);
+  if (!seg) {
+    fail(seg.status());
+    return seg.status();
+  }
+  write_header(seg->map.data(), h);
+  seg_ = std::move(seg->map);
+  segment_fd_ = std::move(seg->fd);
+  Result<Fd> sock = seqpacket_socket();
+  if (!sock) {
+    fail(sock.status());
+    return sock.status();
+  }
+  sock_ = std::move(*sock);
+  phase_ = Phase::connecting;
+  return send_hello();
+}
+
+Status ShmInstance::send_hello() noexcept {
+  const Status st = connect_abstract(sock_.get(), socket_name(remote_.pid, remote_.nonce));
+  if (st == Status::no_resource) return Status::ok;  // backlog full: connect_wait retries
+  if (st != Status::ok) {
+    fail(Status::broken);
+    return Status::broken;
+  }
+  Result<pid_t> pid = peer_pid(sock_.get());
+  peer_pid_ = pid ? *pid : 0;
+  // Different pid namespaces make the url's pid differ from the credentials;
+  // single copy is then off, the cells still work.
+  cma_ok_ = ctx_->settings().cma && peer_pid_ != 0 &&
+            static_cast<std::uint32_t>(peer_pid_) == remote_.pid &&
+            probe_cma(peer_pid_, remote_.probe_addr, remote_.probe_value);
+  Hello hello;
+  hello.track = track_;
+  std::copy(ctx_->url_bytes().begin(), ctx_->url_bytes().end(), hello.url.begin());
+  hello.ring_lines = ctx_->settings().ring_lines;
+  hello.max_packet = ctx_->settings().max_packet;
+  hello.segment_size = seg_.size();
+  const Status sent = send_message(sock_.get(), encode_hello(hello), segment_fd_.get());
+  if (sent == Status::no_resource) return Status::ok;
+  if (sent != Status::ok) {
+    fail(Status::broken);
+    return Status::broken;
+  }
+  // The acceptor now holds the memfd; ours can go. The memfd never had a
+  // name, so nothing is left anywhere once both ends unmap.
+  segment_fd_.reset();
+  hello_sent_ = true;
+  reply_pending_ = true;
+  max_packet_ = ctx_->settings().max_packet;
+  attach_rings(true);
+  phase_ = Phase::connected;
+  return Status::ok;
+}
+
+void ShmInstance::attach_rings(bool connector) noexcept {
+  SegmentHeader h;
+  (void)read_header(seg_.data(), h);
+  RingView v[2];
+  for (int d = 0; d < 2; ++d) {
+    v[d].cells =
+        seg_.data() + rings_offset + static_cast<std::size_t>(d) * h.ring_lines * line_size;
+    v[d].ctl = seg_.data() + ctl_offset[d];
+    v[d].lines = h.ring_lines;
+    v[d].key = h.key;
+  }
+  // Ring 0 flows connector -> acceptor, ring 1 the other way.
+  tx_.attach(v[connector ? 0 : 1]);
+  rx_.attach(v[connector ? 1 : 0]);
+}
+
+void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
+  sock_ = std::move(sock);
+  const auto reject = [&](const char* why) {
+    PIER_LOG(warn, "shm", "rejecting connection from pid {}: {}", remote_.pid, why);
+    (void)send_message(sock_.get(), encode_reply(Reply{Answer::rejected}));
+    fail(Status::broken);
+  };
+  if (hello.ring_lines < min_ring_lines || hello.ring_lines > max_ring_lines ||
+      !std::has_single_bit(hello.ring_lines))
+    return reject("bad ring geometry");
+  if (hello.max_packet == 0 || hello.max_packet > payload_in(hello.ring_lines / 4))
+    return reject("bad max packet");
+  if (hello.segment_size != segment_size(hello.ring_lines)) return reject("bad segment size");
+  Result<Mapping> map = map_segment(segment.get(), hello.segment_size);
+  if (!map) return reject("cannot map the segment");
+  seg_ = std::move(*map);
+  SegmentHeader h;
+  if (!read_header(seg_.data(), h) || h.ring_lines != hello.ring_lines ||
+      h.max_packet != hello.max_packet || h.size != hello.segment_size)
+    return reject("segment header does not match the hello");
+  Result<pid_t> pid = peer_pid(sock_.get());
+  peer_pid_ = pid ? *pid : 0;
+  cma_ok_ = ctx_->settings().cma && peer_pid_ != 0 &&
+            static_cast<std::uint32_t>(peer_pid_) == remote_.pid &&
+            probe_cma(peer_pid_, remote_.probe_addr, remote_.probe_value);
+  if (send_message(sock_.get(), encode_reply(Reply{Answer::accepted})) != Status::ok) {
+    fail(Status::broken);
+    return;
+  }
+  max_packet_ = hello.max_packet;
+  attach_rings(false);
+  phase_ = Phase::connected;
+  PIER_LOG(debug, "shm", "connected to pid {} (track {}, single copy {})", peer_pid_,
+           static_cast<int>(track_), cma_ok_);
+}
+
+Status ShmInstance::connect_wait(driver::Deadline deadline) {
+  for (;;) {
+    switch (phase_) {
+      case Phase::connected:
+        return Status::ok;
+      case Phase::failed:
+        return fail_;
+      case Phase::closed:
+        return Status::closed;
+      case Phase::unconnected:
+        return Status::invalid_argument;
+      case Phase::connecting: {
+        const Status st = send_hello();
+        if (st != Status::ok) return st;
+        if (phase_ == Phase::connected) return Status::ok;
+        break;
+      }
+      case Phase::accepting:
+        ctx_->progress_accept();
+        if (phase_ != Phase::accepting) continue;
+        break;
+    }
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+    if (phase_ == Phase::accepting) {
+      ctx_->wait_accept(std::min(deadline, driver::Clock::now() + std::chrono::milliseconds(100)));
+    } else {
+      ::timespec ts{0, 1000000};  // the peer's backlog was full: retry soon
+      ::nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+Status ShmInstance::disconnect() {
+  if (phase_ == Phase::unconnected) return Status::invalid_argument;
+  if (phase_ == Phase::closed) return Status::ok;
+  fail(Status::closed);
+  phase_ = Phase::closed;
+  // Closing our end is what the peer sees as EOF: it drains its ring and
+  // then reports broken.
+  sock_.reset();
+  return Status::ok;
+}
+
+void ShmInstance::fail(Status why) noexcept {
+  if (phase_ == Phase::failed || phase_ == Phase::closed) return;
+  if (why != Status::closed)
+    PIER_LOG(debug, "shm", "peer pid {} lost: {}", remote_.pid, to_string(why));
+  phase_ = Phase::failed;
+  fail_ = why;
+  buf_reserved_ = false;
+  while (send_head_ != nullptr) {
+    driver::Packet* p = send_head_;
+    send_head_ = reinterpret_cast<driver::Packet*>(p->driver_data[1]);
+    complete_send(*p, why);
+  }
+  send_tail_ = nullptr;
+}
+
+Status ShmInstance::usable() noexcept {
+  switch (phase_) {
+    case Phase::connected:
+      return Status::ok;
+    case Phase::failed:
+      return fail_;
+    case Phase::closed:
+      return Status::closed;
+    case Phase::unconnected:
+      return Status::invalid_argument;
+    case Phase::accepting:
+      ctx_->progress_accept();
+      return phase_ == Phase::connected ? Status::ok : Status::no_resource;
+    case Phase::connecting:
+      (void)send_hello();
+      return phase_ == Phase::connected ? Status::ok : Status::no_resource;
+  }
+  return Status::internal;
+}
+
+void ShmInstance::drain_socket() noexcept {
+  if (!sock_.valid()) return;
+  for (int i = 0; i < 256; ++i) {
+    std::array<std::byte, 16> buf{};
+    Result<Received> r = recv_message(sock_.get(), buf);
+    if (!r || r->eof) {
+      fail(Status::broken);
+      // Keep no descriptor that polls readable forever.
+      sock_.reset();
+      return;
+    }
+    if (r->none) return;
+    if (r->len == 1 && buf[0] == wake_byte) continue;
+    if (r->len == Reply::size && reply_pending_) {
+      Result<Reply> reply = decode_reply(std::span<const std::byte>(buf.data(), r->len));
+      if (reply && reply->answer == Answer::accepted) {
+        reply_pending_ = false;
+        continue;
+      }
+      PIER_LOG(warn, "shm", "pid {} refused the connection ({})", remote_.pid,
+               reply && reply->answer == Answer::in_use ? "already connected" : "rejected");
+    } else {
+      PIER_LOG(warn, "shm", "malformed message from pid {} on the control socket", remote_.pid);
+    }
+    fail(Status::broken);
+    sock_.reset();
+    return;
+  }
+}
+
+void ShmInstance::wake_peer() noexcept {
+  if (sock_.valid()) (void)send_message(sock_.get(), std::span<const std::byte>(&wake_byte, 1));
+}
+
+void ShmInstance::watch(int delta) noexcept {
+  if (phase_ != Phase::connected) return;
+  if (delta > 0)
+    rx_.ctl_word(ctl_reader_sleepers).fetch_add(1, std::memory_order_seq_cst);
+  else
+    rx_.ctl_word(ctl_reader_sleepers).fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {
+  if (phase_ != Phase::connected || !sock_.valid()) return;
+  std::atomic_ref<std::uint64_t> sleepers =
+      writer ? tx_.ctl_word(ctl_writer_sleepers) : rx_.ctl_word(ctl_reader_sleepers);
+  // Dekker with RingWriter::publish / RingReader::consume: raise the flag,
+  // then look again; the other side stores, then reads the flag.
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  bool news = false;
+  if (writer) {
+    news = tx_.ctl_word(ctl_consumed).load(std::memory_order_seq_cst) != tx_.consumed_cache();
+  } else {
+    Record r;
+    news = rx_.peek(r) != 0;
+  }
+  if (!news) {
+    const auto now = driver::Clock::now();
+    auto left = deadline > now ? deadline - now : driver::Clock::duration::zero();
+    left = std::min<driver::Clock::duration>(left, std::chrono::seconds(1));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const ::timespec ts{static_cast<std::time_t>(ns / 1000000000),
+                        static_cast<long>(ns % 1000000000)};
+    ::pollfd pfd{sock_.get(), POLLIN, 0};
+    (void)::ppoll(&pfd, 1, &ts, nullptr);
+  }
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  drain_socket();
+}
+
+bool ShmInstance::spin_expired(std::int64_t& start_ns) const noexcept {
+  const std::int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(driver::Clock::now().time_since_epoch())
+          .count();
+  if (start_ns == 0) start_ns = now;
+  return now - start_ns >= ctx_->settings().spin_ns;
+}
+
+bool ShmInstance::has_news() noexcept {
+  if (phase_ != Phase::connected && phase_ != Phase::failed) return false;
+  if (buf_out_ || posted_ != nullptr) return false;
+  for (;;) {
+    Record r;
+    const int got = rx_.peek(r);
+    if (got < 0) {
+      fail(Status::broken);
+      break;
+    }
+    if (got == 0) break;
+    if (r.kind == Kind::skip) {
+      consume(r.lines);
+      continue;
+    }
+    return true;
+  }
+  if (phase_ == Phase::failed) {
+    if (death_reported_) return false;
+    death_reported_ = true;
+    return true;
+  }
+  maybe_check_peer();
+  return false;
+}
+
+}  // namespace pier::drivers::shm

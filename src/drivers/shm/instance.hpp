@@ -1,0 +1,131 @@
+// shm: one (gate, track) instance, i.e. one end of a connected pair: a
+// segment with a ring per direction, and the Unix socket that set it up and
+// now carries wake-ups and tells us when the peer is gone.
+#pragma once
+
+#include "drivers/shm/codec.hpp"
+#include "drivers/shm/ring.hpp"
+#include "drivers/shm/sys.hpp"
+
+#include <pier/driver.hpp>
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace pier::drivers::shm {
+
+class ShmContext;
+
+class ShmInstance final : public driver::Instance {
+ public:
+  ShmInstance(ShmContext& ctx, driver::Track track) noexcept : ctx_(&ctx), track_(track) {}
+  ~ShmInstance() override;
+
+  Status connect_async(std::span<const std::byte> remote_url) override;
+  Status connect_wait(driver::Deadline deadline) override;
+  Status disconnect() override;
+
+  Status send_buf_get(driver::Packet& pkt) override;
+  Status send_buf_post(driver::Packet& pkt, std::size_t len) override;
+  Status send_post(driver::Packet& pkt) override;
+  Status send_poll(driver::Packet& pkt) override;
+  Status send_wait(driver::Packet& pkt, driver::Deadline deadline) override;
+
+  Status recv_post(driver::Packet& pkt) override;
+  Status recv_poll(driver::Packet& pkt) override;
+  Status recv_buf_release(driver::Packet& pkt) override;
+  Status recv_wait(driver::Packet& pkt, driver::Deadline deadline) override;
+  Status recv_cancel(driver::Packet& pkt) override;
+
+  // --- for the context ------------------------------------------------
+  driver::Track track() const noexcept { return track_; }
+  bool accepting() const noexcept { return phase_ == Phase::accepting; }
+  bool connected_to(std::span<const std::byte> url, driver::Track track) const noexcept;
+  /// Takes over an accepted connection whose hello names this instance.
+  void adopt(Fd sock, const Hello& hello, Fd segment) noexcept;
+  /// For receive-any: a small-track packet (or news of the peer's death,
+  /// once) is ready. Counts as a poll for death detection.
+  bool has_news() noexcept;
+  /// Marks the rings as watched by a sleeper (+1) or not (-1).
+  void watch(int delta) noexcept;
+  int socket_fd() const noexcept { return sock_.get(); }
+  /// Reads what the peer sent on the socket: wake-ups, the reply, EOF.
+  void drain_socket() noexcept;
+
+ private:
+  enum class Phase : std::uint8_t { unconnected, connecting, accepting, connected, failed, closed };
+
+  // connection (instance.cpp)
+  Status start_connector() noexcept;
+  Status send_hello() noexcept;
+  void attach_rings(bool connector) noexcept;
+  void fail(Status why) noexcept;
+  /// ok when packets may move; otherwise the reason they cannot.
+  Status usable() noexcept;
+  void maybe_check_peer() noexcept {
+    if ((++idle_polls_ & 1023u) == 0) drain_socket();
+  }
+  void wake_peer() noexcept;
+  /// Sleeps until the socket has news or the deadline; `writer` says which
+  /// sleepers word to raise.
+  void sleep(bool writer, driver::Deadline deadline) noexcept;
+  bool spin_expired(std::int64_t& start_ns) const noexcept;
+
+  // send (send.cpp)
+  void enqueue(driver::Packet& pkt) noexcept;
+  void pump() noexcept;
+  /// False when the ring is full (try again later).
+  bool pump_frags(driver::Packet& pkt) noexcept;
+  void pump_cma(driver::Packet& pkt) noexcept;
+  bool pump_done(driver::Packet& pkt) noexcept;
+  void complete_send(driver::Packet& pkt, Status st) noexcept;
+
+  // receive (recv.cpp)
+  Status progress_recv() noexcept;
+  Status complete_recv(Status st) noexcept;
+  void consume(std::uint64_t lines) noexcept;
+
+  ShmContext* ctx_;
+  driver::Track track_;
+  Phase phase_ = Phase::unconnected;
+  Status fail_ = Status::ok;
+  bool connector_ = false;
+  std::vector<std::byte> remote_url_;
+  Url remote_;
+  Fd sock_;
+  Fd segment_fd_;  ///< the connector's memfd until the hello carried it
+  Mapping seg_;
+  bool hello_sent_ = false;
+  bool reply_pending_ = false;
+  pid_t peer_pid_ = 0;
+  bool cma_ok_ = false;
+  std::uint32_t max_packet_ = 0;
+  RingWriter tx_;
+  RingReader rx_;
+  std::uint32_t idle_polls_ = 0;
+  bool death_reported_ = false;
+
+  // send state: an intrusive FIFO of posted large-track packets
+  driver::Packet* send_head_ = nullptr;
+  driver::Packet* send_tail_ = nullptr;
+  bool buf_reserved_ = false;
+
+  // receive state
+  driver::Packet* posted_ = nullptr;
+  std::size_t recv_off_ = 0;
+  bool recv_trunc_ = false;
+  bool in_frag_ = false;       ///< a fragmented packet is half consumed
+  bool discard_frag_ = false;  ///< ...and belongs to a canceled receive
+  std::uint64_t token_ = 0;    ///< rdv token of the posted receive, 0 if none
+  std::uint64_t next_token_ = 1;
+  bool buf_out_ = false;  ///< a recv_poll() buffer not yet released
+  std::byte* buf_ptr_ = nullptr;
+  std::uint64_t buf_lines_ = 0;
+  /// A data-form receive flattened for the sender's single copy.
+  std::array<::iovec, 64> recv_iov_{};
+};
+
+}  // namespace pier::drivers::shm

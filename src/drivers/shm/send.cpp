@@ -1,0 +1,286 @@
+// shm: the send side. Small-track packets are copied into the ring at post
+// time (or built in place by send_buf_get/post) and complete at once; large-
+// track packets go through a FIFO so single copies and pipelined copies keep
+// their order.
+#include "drivers/shm/context.hpp"
+#include "drivers/shm/instance.hpp"
+
+#include "driver/packet.hpp"
+
+#include "base/log.hpp"
+
+#include <algorithm>
+
+namespace pier::drivers::shm {
+
+namespace {
+
+// Packet::driver_data on the send side: [0] state, [1] next in the FIFO,
+// [2] bytes sent (frag) or written (single copy), [3] token, then the final
+// status once done.
+enum : std::uintptr_t {
+  send_none = 0,
+  send_done = 0x73686d01,
+  send_frag,
+  send_cma,
+  send_done_record,
+};
+
+/// The smallest fragment worth publishing when the ring is nearly full.
+constexpr std::size_t min_frag = 4096;
+
+struct PieceList {
+  ::iovec* v;
+  std::size_t n;
+  std::size_t cap;
+  bool overflow;
+};
+
+void collect_piece(void* raw, std::byte* ptr, std::size_t len) {
+  auto* list = static_cast<PieceList*>(raw);
+  if (list->n == list->cap) {
+    list->overflow = true;
+    return;
+  }
+  list->v[list->n++] = {ptr, len};
+}
+
+}  // namespace
+
+void ShmInstance::complete_send(driver::Packet& pkt, Status st) noexcept {
+  pkt.driver_data[0] = send_done;
+  pkt.driver_data[3] = static_cast<std::uintptr_t>(st);
+}
+
+void ShmInstance::enqueue(driver::Packet& pkt) noexcept {
+  pkt.driver_data[1] = 0;
+  if (send_tail_ != nullptr)
+    send_tail_->driver_data[1] = reinterpret_cast<std::uintptr_t>(&pkt);
+  else
+    send_head_ = &pkt;
+  send_tail_ = &pkt;
+}
+
+Status ShmInstance::send_buf_get(driver::Packet& pkt) {
+  const Status st = usable();
+  if (st != Status::ok) return st;
+  if (buf_reserved_) return Status::invalid_argument;
+  if (send_head_ != nullptr) {
+    pump();
+    if (send_head_ != nullptr) return Status::no_resource;
+  }
+  std::size_t granted = 0;
+  std::byte* p = tx_.reserve(max_packet_, max_packet_, granted);
+  if (p == nullptr) {
+    if (tx_.corrupt()) {
+      fail(Status::broken);
+      return Status::broken;
+    }
+    maybe_check_peer();
+    return phase_ == Phase::connected ? Status::no_resource : fail_;
+  }
+  pkt.form = driver::Packet::Form::buffer;
+  pkt.buf = p;
+  pkt.buf_len = max_packet_;
+  pkt.driver_data[0] = send_none;
+  buf_reserved_ = true;
+  return Status::ok;
+}
+
+Status ShmInstance::send_buf_post(driver::Packet& pkt, std::size_t len) {
+  if (!buf_reserved_ || pkt.form != driver::Packet::Form::buffer || pkt.buf != tx_.current() ||
+      len > pkt.buf_len)
+    return Status::invalid_argument;
+  buf_reserved_ = false;
+  const Status st = usable();
+  if (st != Status::ok) return st;
+  if (tx_.publish(len, Kind::packet, 0)) wake_peer();
+  pkt.length = len;
+  complete_send(pkt, Status::ok);
+  return Status::ok;
+}
+
+Status ShmInstance::send_post(driver::Packet& pkt) {
+  Status st = usable();
+  if (st != Status::ok) return st;
+  if (buf_reserved_) return Status::invalid_argument;
+  st = driver::validate_post(pkt, ctx_->caps().max_iov, ctx_->caps().supports_data);
+  if (st != Status::ok) return st;
+  const std::size_t size = pkt.size();
+  if (track_ == driver::Track::small) {
+    if (size > max_packet_) return Status::invalid_argument;
+    std::size_t granted = 0;
+    std::byte* p = tx_.reserve(size, size, granted);
+    if (p == nullptr) {
+      if (tx_.corrupt()) {
+        fail(Status::broken);
+        return Status::broken;
+      }
+      maybe_check_peer();
+      return phase_ == Phase::connected ? Status::no_resource : fail_;
+    }
+    (void)driver::copy_from_packet(pkt, 0, std::span<std::byte>(p, size));
+    if (tx_.publish(size, Kind::packet, 0)) wake_peer();
+    pkt.length = size;
+    complete_send(pkt, Status::ok);
+    return Status::ok;
+  }
+  std::uintptr_t mode = send_frag;
+  if (pkt.rdv_len != 0 && cma_ok_) {
+    Result<Rdv> rdv = decode_rdv(pkt);
+    if (rdv && rdv->pid == static_cast<std::uint32_t>(peer_pid_)) mode = send_cma;
+  }
+  pkt.driver_data[0] = mode;
+  pkt.driver_data[2] = 0;
+  pkt.length = 0;
+  enqueue(pkt);
+  pump();
+  if (pkt.driver_data[0] == send_done) return static_cast<Status>(pkt.driver_data[3]);
+  return Status::in_progress;
+}
+
+Status ShmInstance::send_poll(driver::Packet& pkt) {
+  switch (pkt.driver_data[0]) {
+    case send_done:
+      return static_cast<Status>(pkt.driver_data[3]);
+    case send_frag:
+    case send_cma:
+    case send_done_record:
+      pump();
+      if (pkt.driver_data[0] == send_done) return static_cast<Status>(pkt.driver_data[3]);
+      maybe_check_peer();
+      return Status::in_progress;
+    default:
+      return Status::invalid_argument;
+  }
+}
+
+Status ShmInstance::send_wait(driver::Packet& pkt, driver::Deadline deadline) {
+  std::int64_t spin_start = 0;
+  for (;;) {
+    const Status st = send_poll(pkt);
+    if (st != Status::in_progress) return st;
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+    if (spin_expired(spin_start)) sleep(true, deadline);
+  }
+}
+
+void ShmInstance::pump() noexcept {
+  while (send_head_ != nullptr && phase_ == Phase::connected) {
+    driver::Packet& p = *send_head_;
+    bool progressed = true;
+    switch (p.driver_data[0]) {
+      case send_cma:
+        pump_cma(p);
+        break;
+      case send_done_record:
+        progressed = pump_done(p);
+        break;
+      case send_frag:
+        progressed = pump_frags(p);
+        break;
+      default:
+        // Only this file writes the states: anything else is our own bug.
+        PIER_LOG(error, "shm", "send queue holds a packet in state {}", p.driver_data[0]);
+        fail(Status::internal);
+        return;
+    }
+    if (!progressed) {
+      if (tx_.corrupt()) fail(Status::broken);
+      return;
+    }
+    if (phase_ != Phase::connected) return;  // fail() already emptied the queue
+    if (p.driver_data[0] == send_done) {
+      send_head_ = reinterpret_cast<driver::Packet*>(p.driver_data[1]);
+      if (send_head_ == nullptr) send_tail_ = nullptr;
+    }
+  }
+}
+
+bool ShmInstance::pump_frags(driver::Packet& pkt) noexcept {
+  const std::size_t size = pkt.size();
+  std::size_t off = pkt.driver_data[2];
+  do {
+    const std::size_t want = std::min(size - off, static_cast<std::size_t>(max_packet_));
+    std::size_t granted = 0;
+    std::byte* p = tx_.reserve(std::min(want, min_frag), want, granted);
+    if (p == nullptr) {
+      pkt.driver_data[2] = off;
+      return false;
+    }
+    (void)driver::copy_from_packet(pkt, off, std::span<std::byte>(p, granted));
+    off += granted;
+    if (tx_.publish(granted, Kind::frag, off == size ? flag_last : 0)) wake_peer();
+  } while (off < size);
+  pkt.length = size;
+  complete_send(pkt, Status::ok);
+  return true;
+}
+
+void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
+  Result<Rdv> rdv = decode_rdv(pkt);
+  if (!rdv) {
+    pkt.driver_data[0] = send_frag;
+    return;
+  }
+  // Claim the receive: the receiver cancels by swapping its token for 0, so
+  // exactly one of the two wins and a canceled buffer is never written.
+  std::uint64_t expected = rdv->token;
+  if (!tx_.ctl_word(ctl_rdv_accept)
+           .compare_exchange_strong(expected, rdv->token | rdv_claimed,
+                                    std::memory_order_acq_rel)) {
+    complete_send(pkt, Status::canceled);
+    return;
+  }
+  std::array<::iovec, 64> remote;
+  std::size_t remote_n = 0;
+  if (rdv->iov_count == 1) {
+    remote[0] = {reinterpret_cast<void*>(rdv->addr), static_cast<std::size_t>(rdv->capacity)};
+    remote_n = 1;
+  } else if (rdv->iov_count <= remote.size()) {
+    remote_n = rdv->iov_count;
+    if (remote_n != 0 &&
+        cma_read(peer_pid_, rdv->addr, remote.data(), remote_n * sizeof(::iovec)) != Status::ok)
+      remote_n = remote.size() + 1;
+  } else {
+    remote_n = remote.size() + 1;
+  }
+  std::array<::iovec, 64> local;
+  PieceList pieces{local.data(), 0, local.size(), false};
+  (void)driver::for_each_piece(pkt, 0, pkt.size(), &collect_piece, &pieces);
+  if (remote_n > remote.size() || pieces.overflow) {
+    // Too scattered for one call: the cells carry it, into the same receive.
+    pkt.driver_data[0] = send_frag;
+    return;
+  }
+  Result<std::size_t> written =
+      cma_write(peer_pid_, std::span<const ::iovec>(local.data(), pieces.n),
+                std::span<const ::iovec>(remote.data(), remote_n));
+  if (!written) {
+    if (written.status() == Status::broken) {
+      fail(Status::broken);
+      return;
+    }
+    cma_ok_ = false;  // the probe passed but the kernel says no: stop trying
+    pkt.driver_data[0] = send_frag;
+    pkt.driver_data[2] = 0;
+    return;
+  }
+  pkt.driver_data[2] = *written;
+  pkt.driver_data[3] = rdv->token;
+  pkt.driver_data[0] = send_done_record;
+}
+
+bool ShmInstance::pump_done(driver::Packet& pkt) noexcept {
+  std::size_t granted = 0;
+  std::byte* p = tx_.reserve(Done::size, Done::size, granted);
+  if (p == nullptr) return false;
+  encode_done(Done{pkt.driver_data[3], pkt.driver_data[2], pkt.size()},
+              std::span<std::byte>(p, Done::size));
+  if (tx_.publish(Done::size, Kind::rdv_done, flag_last)) wake_peer();
+  pkt.length = pkt.driver_data[2];
+  complete_send(pkt, Status::ok);
+  return true;
+}
+
+}  // namespace pier::drivers::shm
