@@ -231,7 +231,8 @@ Status SelfInstance::send_post(Packet& pkt) {
   if (d.posted != nullptr && d.empty()) {
     Packet& dst = *d.posted;
     d.posted = nullptr;
-    complete(dst, Stage::recv_done, move_packet(pkt, dst), dst.length);
+    const Status moved = move_packet(pkt, dst);
+    complete(dst, Stage::recv_done, moved, dst.length);
     complete(pkt, Stage::send_done, Status::ok, len);
     pipe_->cv.notify_all();
     return Status::ok;
