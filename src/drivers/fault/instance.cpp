@@ -29,10 +29,6 @@ void set_marker(Packet& pkt, const void* owner, Tag tag, std::uintptr_t value) n
                      (static_cast<std::uintptr_t>(tag) << 32) | (value & 0xffffffffU), marker_tail};
 }
 
-void clear_marker(Packet& pkt) noexcept {
-  pkt.driver_data = {};
-}
-
 Tag read_marker(const Packet& pkt, const void* owner, std::uintptr_t* value) noexcept {
   const auto& d = pkt.driver_data;
   if (d[0] != marker_head || d[3] != marker_tail || d[1] != reinterpret_cast<std::uintptr_t>(owner))
@@ -48,6 +44,7 @@ Instance::Instance(Context& context, std::unique_ptr<driver::Instance> inner, dr
     : context_(context),
       inner_(std::move(inner)),
       stream_(stream),
+      track_(track),
       faulty_(!context.plan().empty() && context.plan().covers(track)) {
   if (faulty_) slots_.init(context.plan().slots, context.plan().slot_bytes);
 }
@@ -72,8 +69,9 @@ void Instance::die(Fault cause, std::uint64_t number) noexcept {
   slots_.discard();
 }
 
-Status Instance::complete_local(Packet& pkt, Status status) noexcept {
+Status Instance::complete_local(Packet& pkt, Status status, std::size_t len) noexcept {
   set_marker(pkt, this, Tag::done, static_cast<std::uintptr_t>(status));
+  pkt.length = status == Status::ok ? len : 0;
   return status;
 }
 
@@ -225,7 +223,7 @@ Status Instance::send_buf_post(Packet& pkt, std::size_t len) {
   const int i = static_cast<int>(value);
   if (dead_) {
     slots_.release(i);
-    return complete_local(pkt, Status::broken);
+    return complete_local(pkt, Status::broken, 0);
   }
   progress_locked();
   slots_.at(i).len = len;
@@ -235,7 +233,15 @@ Status Instance::send_buf_post(Packet& pkt, std::size_t len) {
 Status Instance::send_post(Packet& pkt) {
   if (!faulty_) return inner_->send_post(pkt);
   std::lock_guard lock(mutex_);
-  if (dead_) return complete_local(pkt, Status::broken);
+  if (dead_) return complete_local(pkt, Status::broken, 0);
+  // The wrapper may complete the send itself, so it rejects what the inner
+  // driver would reject.
+  const driver::Caps& caps = context_.inner_caps();
+  if (const Status v = driver::validate_post(pkt, caps.max_iov, caps.supports_data);
+      v != Status::ok)
+    return v;
+  if (track_ == driver::Track::small && caps.max_packet != 0 && pkt.size() > caps.max_packet)
+    return Status::invalid_argument;
   progress_locked();
   // Packets the wrapper owns wait for room: a new send must not pass them.
   if (!slots_.pending().empty()) return Status::no_resource;
@@ -251,7 +257,7 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
     sends_ = send;
     if (own >= 0) slots_.release(own);
     die(Fault::death, op);
-    return complete_local(pkt, Status::broken);
+    return complete_local(pkt, Status::broken, 0);
   }
   auto fires = [&](Fault f) { return injector.fires(f, stream_, send); };
   if (fires(Fault::no_resource)) {
@@ -268,7 +274,7 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
     if (own >= 0) slots_.release(own);
     note(Fault::drop, send, true);
     progress_locked();
-    return complete_local(pkt, Status::ok);
+    return complete_local(pkt, Status::ok, len);
   }
   bool truncate = fires(Fault::truncate);
   bool corrupt = fires(Fault::corrupt);
@@ -291,7 +297,9 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
   }
 
   if (slot < 0) {
-    clear_marker(pkt);
+    // Only the wrapper's own marker is wiped: inner state (a prefetch) stays.
+    std::uintptr_t ignored = 0;
+    if (read_marker(pkt, this, &ignored) != Tag::none) pkt.driver_data = {};
     const Status st = inner_->send_post(pkt);
     // Not numbered: the retry is the same send and gets the same decision.
     if (st == Status::no_resource) return st;
@@ -349,7 +357,7 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
   if (copy >= 0) slots_.enqueue(copy);
   progress_locked();
   // The bytes are the wrapper's now: the caller's memory is free at once.
-  return complete_local(pkt, Status::ok);
+  return complete_local(pkt, Status::ok, len);
 }
 
 Status Instance::send_poll(Packet& pkt) {

@@ -66,7 +66,7 @@ class Instance final : public driver::Instance {
   /// notices, and every later call answers broken.
   void die(Fault cause, std::uint64_t number) noexcept;
   /// Completes a caller's send inside the wrapper (marker in driver_data).
-  Status complete_local(driver::Packet& pkt, Status status) noexcept;
+  Status complete_local(driver::Packet& pkt, Status status, std::size_t len) noexcept;
   void note(Fault f, std::uint64_t number, bool applied) noexcept;
   /// Waits through the inner wait in steps that end when a held packet is
   /// due, so delays expire even while the caller blocks.
@@ -76,6 +76,7 @@ class Instance final : public driver::Instance {
   Context& context_;
   std::unique_ptr<driver::Instance> inner_;
   const std::uint64_t stream_;
+  const driver::Track track_;
   const bool faulty_;
   std::mutex mutex_;  ///< serialises calls with Context::wait_any() progress
   bool dead_ = false;
