@@ -1,0 +1,370 @@
+// tests/unit/shm: two contexts of the shm driver in one process.
+#include "helpers.hpp"
+
+#include "base/config.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+namespace pier::drivers::shm::test {
+namespace {
+
+struct Pair {
+  Side a = make_side();
+  Side b = make_side();
+  std::unique_ptr<Instance> ia;
+  std::unique_ptr<Instance> ib;
+
+  explicit Pair(Track t = Track::small) {
+    ia = open(a, t);
+    ib = open(b, t);
+    connected = connect_pair(*ia, a, *ib, b);
+  }
+  Status connected = Status::internal;
+};
+
+Status post_recv(Instance& inst, Packet& pkt, ::iovec& iov, std::vector<std::byte>& into) {
+  iov = {into.data(), into.size()};
+  pkt = Packet{};
+  pkt.set_iovec(&iov, 1);
+  return inst.recv_post(pkt);
+}
+
+TEST(ShmPair, SmallPacketsArriveInOrderThroughPostedReceives) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  for (unsigned i = 0; i < 200; ++i) {
+    const auto data = pattern(1 + (i * 37) % 3000, i);
+    Packet s;
+    ::iovec siov;
+    ASSERT_EQ(send_bytes(*p.ia, data, s, siov), Status::ok);
+    EXPECT_EQ(s.length, data.size());
+  }
+  for (unsigned i = 0; i < 200; ++i) {
+    const auto want = pattern(1 + (i * 37) % 3000, i);
+    std::vector<std::byte> got(4096);
+    Packet r;
+    ::iovec riov;
+    ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+    ASSERT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::ok) << i;
+    ASSERT_EQ(r.length, want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size())) << i;
+  }
+}
+
+TEST(ShmPair, BufferSendAndBufferReceiveUseTheCellsDirectly) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  ASSERT_TRUE(p.a.caps.send_buf);
+  ASSERT_TRUE(p.a.caps.recv_buf);
+  for (unsigned i = 0; i < 3000; ++i) {  // several laps of the ring
+    Packet s;
+    ASSERT_EQ(p.ia->send_buf_get(s), Status::ok);
+    ASSERT_GE(s.buf_len, p.a.caps.max_packet);
+    const std::size_t len = (i * 131) % 700;
+    const auto data = pattern(len, i);
+    std::memcpy(s.buf, data.data(), len);
+    ASSERT_EQ(p.ia->send_buf_post(s, len), Status::ok);
+    EXPECT_EQ(p.ia->send_poll(s), Status::ok);
+
+    Packet r;
+    ASSERT_EQ(p.ib->recv_poll(r), Status::ok) << i;
+    ASSERT_EQ(r.form, Packet::Form::buffer);
+    ASSERT_EQ(r.buf_len, len);
+    EXPECT_EQ(0, std::memcmp(r.buf, data.data(), len));
+    Packet again;
+    EXPECT_EQ(p.ib->recv_poll(again), Status::invalid_argument);  // release first
+    ASSERT_EQ(p.ib->recv_buf_release(r), Status::ok);
+    EXPECT_EQ(p.ib->recv_buf_release(r), Status::invalid_argument);
+  }
+  Packet none;
+  EXPECT_EQ(p.ib->recv_poll(none), Status::in_progress);
+}
+
+TEST(ShmPair, ShortReceiveIsTruncatedAndTheRestDiscarded) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  const auto big = pattern(1000, 1);
+  const auto next = pattern(10, 2);
+  Packet s1, s2;
+  ::iovec v1, v2;
+  ASSERT_EQ(send_bytes(*p.ia, big, s1, v1), Status::ok);
+  ASSERT_EQ(send_bytes(*p.ia, next, s2, v2), Status::ok);
+  std::vector<std::byte> small(100);
+  Packet r;
+  ::iovec riov;
+  ASSERT_EQ(post_recv(*p.ib, r, riov, small), Status::in_progress);
+  ASSERT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::truncated);
+  EXPECT_EQ(r.length, 100u);
+  EXPECT_EQ(0, std::memcmp(small.data(), big.data(), 100));
+  std::vector<std::byte> rest(100);
+  ASSERT_EQ(post_recv(*p.ib, r, riov, rest), Status::in_progress);
+  ASSERT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::ok);
+  EXPECT_EQ(r.length, 10u);
+  EXPECT_EQ(0, std::memcmp(rest.data(), next.data(), 10));
+}
+
+TEST(ShmPair, FullRingAnswersNoResourceUntilTheReceiverDrains) {
+  config::ScopedSet ring("SHM_RING_SIZE", "16k");
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  const auto data = pattern(1000, 3);
+  int sent = 0;
+  Status st = Status::ok;
+  for (; sent < 1000; ++sent) {
+    Packet s;
+    ::iovec v{const_cast<std::byte*>(data.data()), data.size()};
+    s.set_iovec(&v, 1);
+    st = p.ia->send_post(s);
+    if (st != Status::ok) break;
+  }
+  EXPECT_EQ(st, Status::no_resource);
+  EXPECT_GT(sent, 4);
+  EXPECT_LT(sent, 17);  // 16 KiB of cells cannot hold more
+  for (int i = 0; i < sent; ++i) {
+    Packet r;
+    ASSERT_EQ(p.ib->recv_poll(r), Status::ok);
+    ASSERT_EQ(p.ib->recv_buf_release(r), Status::ok);
+  }
+  Packet s;
+  ::iovec v{const_cast<std::byte*>(data.data()), data.size()};
+  s.set_iovec(&v, 1);
+  EXPECT_EQ(p.ia->send_post(s), Status::ok);
+}
+
+TEST(ShmPair, OversizedSmallPacketAndSecondReceiveAreInvalid) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  const auto data = pattern(p.a.caps.max_packet + 1, 4);
+  Packet s;
+  ::iovec v;
+  EXPECT_EQ(send_bytes(*p.ia, data, s, v), Status::invalid_argument);
+  std::vector<std::byte> b1(8), b2(8);
+  Packet r1, r2;
+  ::iovec i1, i2;
+  ASSERT_EQ(post_recv(*p.ib, r1, i1, b1), Status::in_progress);
+  EXPECT_EQ(post_recv(*p.ib, r2, i2, b2), Status::invalid_argument);
+  EXPECT_EQ(p.ib->recv_cancel(r1), Status::ok);
+  EXPECT_EQ(p.ib->recv_poll(r1), Status::in_progress);  // now a buffer poll: nothing there
+}
+
+TEST(ShmPair, SecondInstanceToTheSamePeerAndTrackIsInUse) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  auto again = open(p.a, Track::small);
+  EXPECT_EQ(again->connect_async(p.b.url), Status::in_use);
+  auto large_a = open(p.a, Track::large);
+  auto large_b = open(p.b, Track::large);
+  EXPECT_EQ(connect_pair(*large_a, p.a, *large_b, p.b), Status::ok);
+}
+
+TEST(ShmPair, UrlFromAnotherBootIsRejectedAndGarbageIsInvalid) {
+  Side a = make_side();
+  Side b = make_side();
+  auto inst = open(a, Track::small);
+  std::vector<std::byte> other = b.url;
+  other[8] ^= std::byte{0xff};  // the boot id
+  EXPECT_EQ(inst->connect_async(other), Status::rejected);
+  std::vector<std::byte> junk(13, std::byte{7});
+  EXPECT_EQ(inst->connect_async(junk), Status::invalid_argument);
+  EXPECT_EQ(inst->connect_async(a.url), Status::invalid_argument);
+}
+
+/// Streams `n` bytes over a large-track pair, the receiver on a thread.
+void stream_large(Pair& p, std::size_t n, std::size_t recv_cap, bool expect_rdv) {
+  const auto data = pattern(n, static_cast<unsigned>(n));
+  std::vector<std::byte> got(recv_cap);
+  Packet r;
+  ::iovec riov{got.data(), got.size()};
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(p.ib->recv_post(r), Status::in_progress);
+  EXPECT_EQ(r.rdv_len != 0, expect_rdv);
+  Status rs = Status::internal;
+  std::thread receiver([&] { rs = p.ib->recv_wait(r, after_ms(20000)); });
+  Packet s;
+  ::iovec siov{const_cast<std::byte*>(data.data()), data.size()};
+  s.set_iovec(&siov, 1);
+  s.rdv_data = r.rdv_data;  // what the core carries in the ready-to-receive
+  s.rdv_len = r.rdv_len;
+  Status ss = p.ia->send_post(s);
+  if (ss == Status::in_progress) ss = p.ia->send_wait(s, after_ms(20000));
+  receiver.join();
+  EXPECT_EQ(ss, Status::ok);
+  EXPECT_EQ(rs, n > recv_cap ? Status::truncated : Status::ok);
+  const std::size_t want = std::min(n, recv_cap);
+  ASSERT_EQ(r.length, want);
+  EXPECT_EQ(0, std::memcmp(got.data(), data.data(), want));
+}
+
+TEST(ShmPair, LargeTrackSingleCopy) {
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  ASSERT_TRUE(p.a.caps.rdv_data);
+  stream_large(p, 3 << 20, 3 << 20, true);
+  stream_large(p, 0, 16, true);
+  stream_large(p, 100000, 5000, true);
+  stream_large(p, 70000, 1 << 20, true);
+}
+
+TEST(ShmPair, LargeTrackPipelinedCopyWithoutSingleCopy) {
+  config::ScopedSet cma("SHM_CMA", "false");
+  config::ScopedSet ring("SHM_RING_SIZE", "64k");
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  ASSERT_FALSE(p.a.caps.rdv_data);
+  stream_large(p, 3 << 20, 3 << 20, false);
+  stream_large(p, 0, 16, false);
+  stream_large(p, 100000, 5000, false);
+  stream_large(p, 1000, 1 << 20, false);
+}
+
+TEST(ShmPair, ScatteredReceiveTakesASingleCopyThroughItsIovecArray) {
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  const auto data = pattern(300000, 9);
+  std::vector<std::byte> a(1000), b(200000), c(99000);
+  ::iovec riov[3] = {{a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
+  Packet r;
+  r.set_iovec(riov, 3);
+  ASSERT_EQ(p.ib->recv_post(r), Status::in_progress);
+  ASSERT_NE(r.rdv_len, 0);
+  Packet s;
+  ::iovec siov{const_cast<std::byte*>(data.data()), data.size()};
+  s.set_iovec(&siov, 1);
+  s.rdv_data = r.rdv_data;
+  s.rdv_len = r.rdv_len;
+  Status ss = p.ia->send_post(s);
+  if (ss == Status::in_progress) ss = p.ia->send_wait(s, after_ms(5000));
+  ASSERT_EQ(ss, Status::ok);
+  ASSERT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::ok);
+  EXPECT_EQ(r.length, 300000u);
+  EXPECT_EQ(0, std::memcmp(a.data(), data.data(), 1000));
+  EXPECT_EQ(0, std::memcmp(b.data(), data.data() + 1000, 200000));
+  EXPECT_EQ(0, std::memcmp(c.data(), data.data() + 201000, 99000));
+}
+
+TEST(ShmPair, CanceledRendezvousReceiveIsNeverWritten) {
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  std::vector<std::byte> got(4096, std::byte{0});
+  Packet r;
+  ::iovec riov{got.data(), got.size()};
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(p.ib->recv_post(r), Status::in_progress);
+  ASSERT_EQ(p.ib->recv_cancel(r), Status::ok);
+  const auto data = pattern(4096, 5);
+  Packet s;
+  ::iovec siov{const_cast<std::byte*>(data.data()), data.size()};
+  s.set_iovec(&siov, 1);
+  s.rdv_data = r.rdv_data;
+  s.rdv_len = r.rdv_len;
+  EXPECT_EQ(p.ia->send_post(s), Status::canceled);
+  EXPECT_EQ(got, std::vector<std::byte>(4096, std::byte{0}));
+}
+
+TEST(ShmPair, ProbeAnyFindsTheInstanceWithAPacket) {
+  Side a = make_side();
+  Side b = make_side();
+  Side c = make_side();
+  auto ab = open(a, Track::small), ba = open(b, Track::small);
+  auto ac = open(a, Track::small), ca = open(c, Track::small);
+  ASSERT_EQ(connect_pair(*ab, a, *ba, b), Status::ok);
+  ASSERT_EQ(connect_pair(*ac, a, *ca, c), Status::ok);
+  Instance* ready = nullptr;
+  EXPECT_EQ(a.ctx->probe_any(&ready), Status::in_progress);
+  EXPECT_EQ(a.ctx->wait_any(&ready, after_ms(20)), Status::timeout);
+  const auto data = pattern(8, 1);
+  Packet s;
+  ::iovec v;
+  ASSERT_EQ(send_bytes(*ca, data, s, v), Status::ok);
+  ASSERT_EQ(a.ctx->wait_any(&ready, after_ms(5000)), Status::ok);
+  EXPECT_EQ(ready, ac.get());
+  Packet r;
+  ASSERT_EQ(ready->recv_poll(r), Status::ok);
+  ASSERT_EQ(ready->recv_buf_release(r), Status::ok);
+}
+
+TEST(ShmPair, WaitAnySleepsUntilASendOrACancelFromAnotherThread) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto data = pattern(8, 2);
+    Packet s;
+    ::iovec v;
+    EXPECT_EQ(send_bytes(*p.ia, data, s, v), Status::ok);
+  });
+  Instance* ready = nullptr;
+  EXPECT_EQ(p.b.ctx->wait_any(&ready, after_ms(10000)), Status::ok);
+  sender.join();
+  EXPECT_EQ(ready, p.ib.get());
+  Packet r;
+  ASSERT_EQ(p.ib->recv_poll(r), Status::ok);
+  ASSERT_EQ(p.ib->recv_buf_release(r), Status::ok);
+
+  std::thread canceler([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(p.b.ctx->cancel_any(), Status::ok);
+  });
+  EXPECT_EQ(p.b.ctx->wait_any(&ready, after_ms(10000)), Status::canceled);
+  canceler.join();
+}
+
+TEST(ShmPair, RecvWaitWakesOnASendFromAnotherThread) {
+  config::ScopedSet spin("SHM_SPIN_US", "0");  // sleep at once: the wake-up path
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  for (int i = 0; i < 20; ++i) {
+    std::vector<std::byte> got(64);
+    Packet r;
+    ::iovec riov;
+    ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+    std::thread sender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const auto data = pattern(8, 3);
+      Packet s;
+      ::iovec v;
+      EXPECT_EQ(send_bytes(*p.ia, data, s, v), Status::ok);
+    });
+    EXPECT_EQ(p.ib->recv_wait(r, after_ms(10000)), Status::ok);
+    sender.join();
+  }
+}
+
+TEST(ShmPair, PeerGoneCompletesPendingReceiveBrokenAfterDrainingTheRing) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  const auto data = pattern(8, 4);
+  Packet s;
+  ::iovec v;
+  ASSERT_EQ(send_bytes(*p.ia, data, s, v), Status::ok);
+  p.ia.reset();  // the peer instance vanishes without a word
+  std::vector<std::byte> got(64);
+  Packet r;
+  ::iovec riov;
+  ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+  EXPECT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::ok);  // sent before it left
+  ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+  EXPECT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::broken);
+  EXPECT_EQ(post_recv(*p.ib, r, riov, got), Status::broken);
+  EXPECT_EQ(send_bytes(*p.ib, data, s, v), Status::broken);
+}
+
+TEST(ShmPair, DisconnectStopsTrafficBothWays) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  ASSERT_EQ(p.ia->disconnect(), Status::ok);
+  const auto data = pattern(8, 5);
+  Packet s;
+  ::iovec v;
+  EXPECT_EQ(send_bytes(*p.ia, data, s, v), Status::closed);
+  std::vector<std::byte> got(64);
+  Packet r;
+  ::iovec riov;
+  ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+  EXPECT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::broken);
+}
+
+}  // namespace
+}  // namespace pier::drivers::shm::test
