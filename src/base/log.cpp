@@ -1,6 +1,7 @@
 // pier: logging. The level table is read on every PIER_LOG, so readers take
 // no lock and allocate nothing: a fixed table of packed tags and levels, all
 // atomics, guarded by a sequence counter (a seqlock) against configure().
+// Writers are serialised by a mutex; readers never wait for it.
 #include "base/log.hpp"
 
 #include "base/config.hpp"
@@ -134,16 +135,15 @@ void apply(const Parsed& p, bool from_environment) noexcept {
   if (from_environment && init_state.load(std::memory_order_relaxed) == 2) return;
   std::uint32_t sequence = table.sequence.load(std::memory_order_relaxed);
   table.sequence.store(sequence + 1, std::memory_order_relaxed);
-  // release fence: a reader that sees any entry written below also sees the
-  // odd sequence, so it retries.
-  std::atomic_thread_fence(std::memory_order_release);
-  table.fallback.store(static_cast<std::uint8_t>(p.fallback), std::memory_order_relaxed);
-  table.count.store(static_cast<std::uint32_t>(p.count), std::memory_order_relaxed);
+  // release on every entry: a reader that loads any of them (acquire) also
+  // sees the odd sequence stored above, so it retries.
+  table.fallback.store(static_cast<std::uint8_t>(p.fallback), std::memory_order_release);
+  table.count.store(static_cast<std::uint32_t>(p.count), std::memory_order_release);
   for (std::size_t i = 0; i < p.count; ++i) {
-    table.slots[i].w0.store(p.tags[i].first.w0, std::memory_order_relaxed);
-    table.slots[i].w1.store(p.tags[i].first.w1, std::memory_order_relaxed);
+    table.slots[i].w0.store(p.tags[i].first.w0, std::memory_order_release);
+    table.slots[i].w1.store(p.tags[i].first.w1, std::memory_order_release);
     table.slots[i].level.store(static_cast<std::uint8_t>(p.tags[i].second),
-                               std::memory_order_relaxed);
+                               std::memory_order_release);
   }
   // release: a reader that acquires this even sequence sees every entry.
   table.sequence.store(sequence + 2, std::memory_order_release);
@@ -186,21 +186,22 @@ Level level_of(std::string_view tag) noexcept {
     // acquire: the entries read below are at least as new as this sequence.
     std::uint32_t before = table.sequence.load(std::memory_order_acquire);
     if (before & 1u) continue;  // a configure() is rewriting; it is short
-    auto found = static_cast<Level>(table.fallback.load(std::memory_order_relaxed));
+    auto found = static_cast<Level>(table.fallback.load(std::memory_order_acquire));
     if (packable) {
-      std::uint32_t n = table.count.load(std::memory_order_relaxed);
+      std::uint32_t n = table.count.load(std::memory_order_acquire);
       for (std::uint32_t i = 0; i < n && i < max_tags; ++i) {
         const Slot& s = table.slots[i];
-        if (s.w0.load(std::memory_order_relaxed) == key.w0 &&
-            s.w1.load(std::memory_order_relaxed) == key.w1) {
-          found = static_cast<Level>(s.level.load(std::memory_order_relaxed));
+        if (s.w0.load(std::memory_order_acquire) == key.w0 &&
+            s.w1.load(std::memory_order_acquire) == key.w1) {
+          found = static_cast<Level>(s.level.load(std::memory_order_acquire));
           break;
         }
       }
     }
-    // acquire fence: orders the relaxed reads above before the re-check, so a
-    // writer that started meanwhile is seen as a changed sequence.
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // The entry loads above are acquire (no fences: GCC's TSan lacks them):
+    // the re-check below cannot move before them, and an entry written by a
+    // configure() that started meanwhile carries its odd sequence with it, so
+    // the re-check sees a changed sequence and the reader retries.
     if (table.sequence.load(std::memory_order_relaxed) == before) return found;
   }
 }
