@@ -111,7 +111,8 @@ TEST(TcpProcess, ForkedPairPingPong) {
       ASSERT_EQ((*inst)->send_wait(out.pkt, soon()), Status::ok);
       ASSERT_EQ((*inst)->recv_wait(in.pkt, soon()), Status::ok);
       ASSERT_EQ(in.pkt.length, len);
-      ASSERT_EQ(0, std::memcmp(in.bytes.data(), out.bytes.data(), len)) << "round " << i;
+      ASSERT_TRUE(std::equal(out.bytes.begin(), out.bytes.end(), in.bytes.begin()))
+          << "round " << i;
     }
     const int status = reap(c.pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;

@@ -63,7 +63,7 @@ TEST_F(TcpPair, SmallPacketsBothWaysInOrder) {
     ASSERT_EQ(rs, Status::ok);
     ASSERT_EQ(in.pkt.length, len);
     ASSERT_EQ(out.pkt.length, len);
-    ASSERT_EQ(0, std::memcmp(in.bytes.data(), out.bytes.data(), len));
+    ASSERT_TRUE(std::equal(out.bytes.begin(), out.bytes.end(), in.bytes.begin()));
   }
 }
 
