@@ -52,7 +52,9 @@ Status TcpInstance::recv_post(driver::Packet& pkt) {
   pkt.rdv_len = 0;
   pkt.driver_data[0] = mark_receiving;
   if (state_ == State::connected) {
-    drained_ = false;
+    // Only what is already buffered (after a receive-any, all of it): the
+    // caller polls next, and a read here would mostly find the socket empty.
+    drained_ = true;
     progress_recv();
   }
   return pkt.driver_data[0] == mark_done ? static_cast<Status>(pkt.driver_data[1])
