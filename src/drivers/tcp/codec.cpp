@@ -1,6 +1,11 @@
 #include "drivers/tcp/codec.hpp"
 
+#include "wire/frame.hpp"
+
 namespace pier::drivers::tcp {
+
+static_assert(local_prefix == wire::driver_local_prefix);
+
 namespace {
 
 // Local little-endian helpers; src/wire's versions replace them once its
@@ -32,8 +37,7 @@ void encode_frame_header(std::span<std::byte, frame_header_size> out,
                          const FrameHeader& h) noexcept {
   std::byte* p = out.data();
   p[0] = static_cast<std::byte>(h.type);
-  p[1] = static_cast<std::byte>(h.subtype);
-  for (int i = 2; i < 8; ++i) p[i] = std::byte{0};
+  for (int i = 1; i < 8; ++i) p[i] = std::byte{0};
   put_u64(p + 8, h.length);
 }
 
@@ -42,16 +46,9 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte> in) noexcept 
   const std::byte* p = in.data();
   FrameHeader h;
   h.type = static_cast<std::uint8_t>(p[0]);
-  h.subtype = static_cast<std::uint8_t>(p[1]);
   h.length = get_u64(p + 8);
-  if (!zero(p + 2, 6)) return Status::malformed;
-  if (h.type == frame_data) {
-    if (h.subtype != 0) return Status::malformed;
-  } else if (h.type == frame_local) {
-    if (h.subtype >= static_cast<std::uint8_t>(LocalType::count)) return Status::malformed;
-  } else {
-    return Status::malformed;
-  }
+  if (!zero(p + 1, 7)) return Status::malformed;
+  if (h.type != frame_data && h.type != frame_local) return Status::malformed;
   return h;
 }
 
@@ -84,14 +81,25 @@ Result<Url> decode_url(std::span<const std::byte> in) noexcept {
 
 std::array<std::byte, hello_frame_size> encode_hello_frame(const Hello& h) noexcept {
   std::array<std::byte, hello_frame_size> out{};
-  encode_frame_header(
-      std::span<std::byte, frame_header_size>(out.data(), frame_header_size),
-      FrameHeader{frame_local, static_cast<std::uint8_t>(LocalType::hello), hello_size});
-  std::byte* p = out.data() + frame_header_size;
+  encode_frame_header(std::span<std::byte, frame_header_size>(out.data(), frame_header_size),
+                      FrameHeader{frame_local, local_prefix + hello_size});
+  // Cannot fail: the span holds the prefix and the length is small.
+  (void)wire::encode_driver_local(static_cast<std::uint16_t>(LocalType::hello), hello_size,
+                                  std::span<std::byte>(out).subspan(frame_header_size));
+  std::byte* p = out.data() + frame_header_size + local_prefix;
   p[0] = static_cast<std::byte>(1);
   p[1] = static_cast<std::byte>(h.track);
   put_u64(p + 8, h.target_id);
   for (std::size_t i = 0; i < url_size; ++i) p[16 + i] = h.connector_url[i];
+  return out;
+}
+
+std::array<std::byte, keepalive_frame_size> encode_keepalive_frame() noexcept {
+  std::array<std::byte, keepalive_frame_size> out{};
+  encode_frame_header(std::span<std::byte, frame_header_size>(out.data(), frame_header_size),
+                      FrameHeader{frame_local, local_prefix});
+  (void)wire::encode_driver_local(static_cast<std::uint16_t>(LocalType::keepalive), 0,
+                                  std::span<std::byte>(out).subspan(frame_header_size));
   return out;
 }
 

@@ -1,7 +1,9 @@
 // pier tcp: the bytes the tcp driver puts on the wire, and its url. Every
 // field is fixed-width little endian at a fixed offset; decoders trust no
-// length and answer malformed rather than assert (seed 003: driver-local
-// packet types with a subtype dispatched through the driver's own table).
+// length and answer malformed rather than assert. The driver's own packets
+// (hello, keep-alive) are seed-003 driver-local packets of src/wire, carried
+// in a local frame and dispatched by subtype through a wire::HandlerTable
+// (local.hpp).
 #pragma once
 
 #include <pier/driver.hpp>
@@ -14,28 +16,25 @@
 namespace pier::drivers::tcp {
 
 /// Frame header, in front of every packet on a connection:
-///   [0] u8 type   (frame_data for core packets, frame_local for the driver's own)
-///   [1] u8 subtype (driver-local packet subtype, 0 for data)
-///   [2] u16 reserved, zero
-///   [4] u32 reserved, zero
+///   [0] u8 type   (frame_data: a core packet, opaque to the driver;
+///                  frame_local: a wire driver-local packet of the driver's own)
+///   [1] 7 bytes reserved, zero
 ///   [8] u64 payload length
 inline constexpr std::size_t frame_header_size = 16;
 inline constexpr std::uint8_t frame_data = 0x01;
 inline constexpr std::uint8_t frame_local = 0x7f;
 
 /// Driver-local packet subtypes (seed 003), indexes of the handler table.
-enum class LocalType : std::uint8_t { hello = 0, keepalive = 1, count = 2 };
+enum class LocalType : std::uint16_t { hello = 0, keepalive = 1, count = 2 };
 
 struct FrameHeader {
   std::uint8_t type = frame_data;
-  std::uint8_t subtype = 0;
   std::uint64_t length = 0;
 };
 
 void encode_frame_header(std::span<std::byte, frame_header_size> out,
                          const FrameHeader& h) noexcept;
-/// malformed for an unknown type, a non-zero reserved byte or a subtype
-/// outside the local table.
+/// malformed for an unknown type or a non-zero reserved byte.
 Result<FrameHeader> decode_frame_header(std::span<const std::byte> in) noexcept;
 
 /// Url of a context, 32 bytes:
@@ -56,13 +55,19 @@ struct Url {
 UrlBytes encode_url(const Url& url) noexcept;
 Result<Url> decode_url(std::span<const std::byte> in) noexcept;
 
-/// Hello, the payload of the first frame a connector sends (local subtype
-/// hello): who is connecting, for which track, and which context it meant.
+/// Hello, the body of the driver-local packet a connector sends first:
+/// who is connecting, for which track, and which context it meant.
 ///   [0] u8 version (1)  [1] u8 track  [2] 6 bytes reserved
 ///   [8] u64 context id of the target (a stale url is refused)
 ///   [16] 32 bytes the connector's url
 inline constexpr std::size_t hello_size = 48;
-inline constexpr std::size_t hello_frame_size = frame_header_size + hello_size;
+/// Bytes of a wire driver-local packet before its body (wire FrameHeader
+/// and DriverLocalHeader); checked against src/wire in codec.cpp.
+inline constexpr std::size_t local_prefix = 32;
+inline constexpr std::size_t hello_frame_size = frame_header_size + local_prefix + hello_size;
+inline constexpr std::size_t keepalive_frame_size = frame_header_size + local_prefix;
+/// The longest local frame payload any subtype has.
+inline constexpr std::size_t max_local_payload = local_prefix + hello_size;
 
 struct Hello {
   driver::Track track = driver::Track::small;
@@ -71,7 +76,8 @@ struct Hello {
 };
 
 std::array<std::byte, hello_frame_size> encode_hello_frame(const Hello& h) noexcept;
-/// Decodes the payload (after the frame header).
+std::array<std::byte, keepalive_frame_size> encode_keepalive_frame() noexcept;
+/// Decodes a hello body.
 Result<Hello> decode_hello(std::span<const std::byte> in) noexcept;
 
 }  // namespace pier::drivers::tcp

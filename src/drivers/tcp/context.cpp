@@ -3,6 +3,7 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "drivers/tcp/instance.hpp"
+#include "drivers/tcp/local.hpp"
 #include "drivers/tcp/net.hpp"
 
 #include <poll.h>
@@ -274,9 +275,11 @@ bool TcpContext::read_hello(Handshake& h) noexcept {
   Result<FrameHeader> header = decode_frame_header(bytes.first(frame_header_size));
   Result<Hello> hello = Status::malformed;
   if (header && header->type == frame_local &&
-      header->subtype == static_cast<std::uint8_t>(LocalType::hello) &&
-      header->length == hello_size)
-    hello = decode_hello(bytes.subspan(frame_header_size));
+      header->length == hello_frame_size - frame_header_size) {
+    LocalParser parser(LocalParser::Role::handshake);
+    const Status parsed = parser.feed(bytes.subspan(frame_header_size));
+    hello = parsed == Status::ok ? parser.hello() : Result<Hello>(parsed);
+  }
   if (!hello) {
     PIER_LOG(warn, "tcp", "refusing a connection: its hello is {}", describe(hello.status()));
     close_fd(h.fd);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "drivers/tcp/codec.hpp"
+#include "drivers/tcp/local.hpp"
 
 #include <pier/driver.hpp>
 
@@ -48,7 +49,7 @@ class TcpInstance final : public driver::Instance {
  private:
   enum class State : std::uint8_t { idle, connecting, accepting, connected, broken, closed };
   struct SendSlot {
-    driver::Packet* pkt;  ///< nullptr for a driver-local frame (keep-alive)
+    driver::Packet* pkt;  ///< nullptr for a keep-alive (its payload is keepalive_)
     std::size_t total;    ///< header plus payload
     std::size_t sent;
     std::array<std::byte, frame_header_size> header;
@@ -68,7 +69,6 @@ class TcpInstance final : public driver::Instance {
   // receive (recv.cpp)
   void progress_recv() noexcept;
   bool fill() noexcept;
-  bool handle_local(const FrameHeader& h, const std::byte* payload) noexcept;
   void complete_recv(Status s) noexcept;
 
   TcpContext& ctx_;
@@ -81,6 +81,10 @@ class TcpInstance final : public driver::Instance {
   // connector side of the hello
   std::array<std::byte, hello_frame_size> hello_{};
   std::size_t hello_sent_ = hello_frame_size;
+
+  // the driver's own packets: keep-alives out, and the parser of those in
+  LocalParser local_{LocalParser::Role::connected};
+  std::array<std::byte, keepalive_frame_size> keepalive_ = encode_keepalive_frame();
 
   // send queue: a fixed ring; packets complete in order
   std::vector<SendSlot> slots_;

@@ -145,18 +145,6 @@ bool TcpInstance::fill() noexcept {
   }
 }
 
-bool TcpInstance::handle_local(const FrameHeader& h, const std::byte*) noexcept {
-  // The driver-local handler table (seed 003), indexed by subtype.
-  switch (static_cast<LocalType>(h.subtype)) {
-    case LocalType::keepalive:
-      return h.length == 0;
-    case LocalType::hello:  // only the first frame of a connection, read by the context
-    case LocalType::count:
-      break;
-  }
-  return false;
-}
-
 void TcpInstance::progress_recv() noexcept {
   while (state_ == State::connected) {
     const std::size_t avail = rtail_ - rhead_;
@@ -175,7 +163,7 @@ void TcpInstance::progress_recv() noexcept {
       const std::byte* at = rbuf_.data() + rhead_;
       Result<FrameHeader> h = decode_frame_header({at, frame_header_size});
       if (!h || (h->type == frame_data && h->length > max_packet_) ||
-          (h->type == frame_local && h->length > hello_size)) {
+          (h->type == frame_local && h->length > max_local_payload)) {
         PIER_LOG(warn, "tcp", "malformed frame from {}: dropping the connection",
                  to_text(decode_url(remote_).value_or(Url{})));
         fail(Status::broken, 0);
@@ -186,9 +174,10 @@ void TcpInstance::progress_recv() noexcept {
           if (!fill()) return;
           continue;
         }
-        if (!handle_local(*h, at + frame_header_size)) {
-          PIER_LOG(warn, "tcp", "unexpected driver-local packet {} from {}", h->subtype,
-                   to_text(decode_url(remote_).value_or(Url{})));
+        const Status local = local_.feed({at + frame_header_size, h->length});
+        if (local != Status::ok) {
+          PIER_LOG(warn, "tcp", "driver-local packet from {} is {}: dropping the connection",
+                   to_text(decode_url(remote_).value_or(Url{})), describe(local));
           fail(Status::broken, 0);
           return;
         }

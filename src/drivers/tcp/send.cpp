@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace pier::drivers::tcp {
@@ -52,7 +53,7 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
   slot.pkt = &pkt;
   slot.total = frame_header_size + len;
   slot.sent = 0;
-  encode_frame_header(slot.header, FrameHeader{frame_data, 0, len});
+  encode_frame_header(slot.header, FrameHeader{frame_data, len});
   pkt.driver_data[0] = mark_sending;
   pkt.length = 0;
   ++send_count_;
@@ -65,10 +66,9 @@ bool TcpInstance::push_keepalive() noexcept {
   if (send_count_ == slots_.size()) return false;
   SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
   slot.pkt = nullptr;
-  slot.total = frame_header_size;
+  slot.total = keepalive_frame_size;
   slot.sent = 0;
-  encode_frame_header(slot.header,
-                      FrameHeader{frame_local, static_cast<std::uint8_t>(LocalType::keepalive), 0});
+  std::copy(keepalive_.begin(), keepalive_.begin() + frame_header_size, slot.header.begin());
   ++send_count_;
   progress_send();
   return true;
@@ -89,8 +89,13 @@ void TcpInstance::progress_send() noexcept {
       }
       if (at == slot.total) continue;
       std::size_t got = 0;
-      n += gather(*slot.pkt, at - frame_header_size, slot.total - at, iov + n, max_write_iov - n,
-                  &got);
+      if (slot.pkt != nullptr) {
+        n += gather(*slot.pkt, at - frame_header_size, slot.total - at, iov + n, max_write_iov - n,
+                    &got);
+      } else if (n < max_write_iov) {
+        got = slot.total - at;
+        iov[n++] = ::iovec{keepalive_.data() + at, got};
+      }
       want += got;
       if (at + got < slot.total) break;  // out of entries: the rest goes next round
     }

@@ -370,6 +370,60 @@ TEST_F(TcpPair, GarbageFromThePeerBreaksOnlyThatConnection) {
   EXPECT_EQ(good.b->recv_wait(in2.pkt, soon()), Status::ok);
 }
 
+TEST_F(TcpPair, KeepalivesFlowBothWaysOnAnIdleConnection) {
+  config::ScopedSet often("TCP_KEEPALIVE_MS", "1");
+  ASSERT_EQ(often.status(), Status::ok);
+  Node y = make_node();
+  ASSERT_TRUE(y.ctx);
+  // A hand-made peer speaking the wire format, with an IPv6 url (larger
+  // than y's IPv4 one), so y is the side that accepts.
+  Url fake;
+  fake.family = 6;
+  fake.port = 9;
+  fake.context_id = 78;
+  const UrlBytes fake_url = encode_url(fake);
+  auto iy = y.ctx->open_instance(Track::small);
+  ASSERT_TRUE(iy);
+  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
+  Result<Url> target = decode_url(y.url);
+  ASSERT_TRUE(target);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ::sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(target->port);
+  std::memcpy(&sin.sin_addr, target->address.data(), 4);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
+  const auto hello = encode_hello_frame(Hello{Track::small, target->context_id, fake_url});
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  ASSERT_EQ((*iy)->connect_wait(soon()), Status::ok);
+  // Our keep-alive, then a 3-byte packet: y skips the first, delivers the second.
+  const auto keepalive = encode_keepalive_frame();
+  ASSERT_EQ(::send(fd, keepalive.data(), keepalive.size(), 0),
+            static_cast<ssize_t>(keepalive.size()));
+  // y, polled while idle, sends keep-alives of its own.
+  Buf in(10, 0);
+  ASSERT_EQ((*iy)->recv_post(in.pkt), Status::in_progress);
+  std::array<std::byte, keepalive_frame_size> seen{};
+  std::size_t got = 0;
+  const auto deadline = soon();
+  while (got < seen.size() && Clock::now() < deadline) {
+    EXPECT_EQ((*iy)->recv_poll(in.pkt), Status::in_progress);
+    const ssize_t n = ::recv(fd, seen.data() + got, seen.size() - got, MSG_DONTWAIT);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  ASSERT_EQ(got, seen.size());
+  EXPECT_EQ(seen, keepalive);
+  std::array<std::byte, frame_header_size + 3> data{};
+  encode_frame_header(std::span<std::byte, frame_header_size>(data.data(), frame_header_size),
+                      FrameHeader{frame_data, 3});
+  data[frame_header_size] = std::byte{0xab};
+  ASSERT_EQ(::send(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  EXPECT_EQ((*iy)->recv_wait(in.pkt, soon()), Status::ok);
+  EXPECT_EQ(in.pkt.length, 3u);
+  EXPECT_EQ(in.bytes[0], std::byte{0xab});
+  ::close(fd);
+}
+
 TEST_F(TcpPair, Ipv6Loopback) {
   config::ScopedSet v6("TCP_ADDRESS", "::1");
   ASSERT_EQ(v6.status(), Status::ok);
