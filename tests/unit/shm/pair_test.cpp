@@ -64,7 +64,7 @@ TEST(ShmPair, BufferSendAndBufferReceiveUseTheCellsDirectly) {
     ASSERT_GE(s.buf_len, p.a.caps.max_packet);
     const std::size_t len = (i * 131) % 700;
     const auto data = pattern(len, i);
-    std::memcpy(s.buf, data.data(), len);
+    if (len != 0) std::memcpy(s.buf, data.data(), len);
     ASSERT_EQ(p.ia->send_buf_post(s, len), Status::ok);
     EXPECT_EQ(p.ia->send_poll(s), Status::ok);
 
@@ -72,7 +72,9 @@ TEST(ShmPair, BufferSendAndBufferReceiveUseTheCellsDirectly) {
     ASSERT_EQ(p.ib->recv_poll(r), Status::ok) << i;
     ASSERT_EQ(r.form, Packet::Form::buffer);
     ASSERT_EQ(r.buf_len, len);
-    EXPECT_EQ(0, std::memcmp(r.buf, data.data(), len));
+    if (len != 0) {
+      EXPECT_EQ(0, std::memcmp(r.buf, data.data(), len));
+    }
     Packet again;
     EXPECT_EQ(p.ib->recv_poll(again), Status::invalid_argument);  // release first
     ASSERT_EQ(p.ib->recv_buf_release(r), Status::ok);
@@ -194,7 +196,9 @@ void stream_large(Pair& p, std::size_t n, std::size_t recv_cap, bool expect_rdv)
   EXPECT_EQ(rs, n > recv_cap ? Status::truncated : Status::ok);
   const std::size_t want = std::min(n, recv_cap);
   ASSERT_EQ(r.length, want);
-  EXPECT_EQ(0, std::memcmp(got.data(), data.data(), want));
+  if (want != 0) {
+    EXPECT_EQ(0, std::memcmp(got.data(), data.data(), want));
+  }
 }
 
 TEST(ShmPair, LargeTrackSingleCopy) {
