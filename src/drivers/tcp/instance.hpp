@@ -43,7 +43,8 @@ class TcpInstance final : public driver::Instance {
   /// Takes an accepted connection whose hello named this instance.
   void adopt(int fd) noexcept;
   /// For receive-any: reads what the socket holds (when `read`) and tells
-  /// whether a receive posted now would complete at once.
+  /// whether a receive posted now would complete at once, or whether the
+  /// receive already posted has just completed.
   bool ready(bool read) noexcept;
 
  private:

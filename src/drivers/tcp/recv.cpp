@@ -103,7 +103,14 @@ bool TcpInstance::ready(bool read) noexcept {
     death_reported_ = true;
     return true;
   }
-  if (state_ != State::connected || rpkt_ != nullptr) return false;
+  if (state_ != State::connected) return false;
+  if (rpkt_ != nullptr) {
+    // A receive is already posted: the bytes go to it, and the instance is
+    // ready once it has completed (its poll answers at once).
+    drained_ = !read;
+    progress_recv();
+    return rpkt_ == nullptr;
+  }
   // Without `read`, only what is already buffered is parsed: a packet read
   // ahead by an earlier receive is ready although the socket is empty.
   drained_ = !read;

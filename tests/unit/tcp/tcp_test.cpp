@@ -274,6 +274,19 @@ TEST_F(TcpPair, ProbeAndWaitAnyFindTheReadyInstance) {
   EXPECT_EQ(y_.ctx->probe_any(&ready), Status::in_progress);
 }
 
+TEST_F(TcpPair, WaitAnyReportsAPostedReceiveThatCompleted) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf in(10, 0), out(10, 6);
+  ASSERT_EQ(p.b->recv_post(in.pkt), Status::in_progress);
+  ASSERT_TRUE(is_success(p.a->send_post(out.pkt)));
+  driver::Instance* ready = nullptr;
+  ASSERT_EQ(y_.ctx->wait_any(&ready, soon()), Status::ok);
+  EXPECT_EQ(ready, p.b.get());
+  EXPECT_EQ(p.b->recv_poll(in.pkt), Status::ok);
+  EXPECT_EQ(in.bytes, out.bytes);
+}
+
 TEST_F(TcpPair, CancelAnyEndsAWaitInAnotherThread) {
   Pair p = connect_pair(x_, y_);
   ASSERT_TRUE(p.a && p.b);
