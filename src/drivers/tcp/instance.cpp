@@ -19,8 +19,6 @@
 namespace pier::drivers::tcp {
 namespace {
 
-constexpr std::uintptr_t mark_done = 0x7c9d;
-
 int wait_ms(driver::Deadline deadline) noexcept {
   const auto left = deadline - driver::Clock::now();
   if (left <= driver::Clock::duration::zero()) return 0;

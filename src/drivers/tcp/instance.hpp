@@ -49,6 +49,10 @@ class TcpInstance final : public driver::Instance {
 
  private:
   enum class State : std::uint8_t { idle, connecting, accepting, connected, broken, closed };
+  // Packet::driver_data[0]: where a packet is; [1]: its final status.
+  static constexpr std::uintptr_t mark_sending = 0x5e4d;
+  static constexpr std::uintptr_t mark_receiving = 0x4ecf;
+  static constexpr std::uintptr_t mark_done = 0x7c9d;
   struct SendSlot {
     driver::Packet* pkt;  ///< nullptr for a keep-alive (its payload is keepalive_)
     std::size_t total;    ///< header plus payload

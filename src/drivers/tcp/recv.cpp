@@ -19,8 +19,6 @@
 namespace pier::drivers::tcp {
 namespace {
 
-constexpr std::uintptr_t mark_receiving = 0x4ecf;
-constexpr std::uintptr_t mark_done = 0x7c9d;
 constexpr std::uint32_t max_read_iov = 65;
 
 }  // namespace

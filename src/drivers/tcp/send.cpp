@@ -16,8 +16,6 @@
 namespace pier::drivers::tcp {
 namespace {
 
-constexpr std::uintptr_t mark_sending = 0x5e4d;
-constexpr std::uintptr_t mark_done = 0x7c9d;
 constexpr std::uint32_t max_write_iov = 128;
 
 Status closed_status(bool broken) noexcept {

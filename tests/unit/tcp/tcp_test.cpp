@@ -342,6 +342,22 @@ TEST_F(TcpPair, StaleUrlIsRefused) {
   EXPECT_EQ(s, Status::broken);
 }
 
+TEST_F(TcpPair, NobodyListeningMeansBroken) {
+  const bool x_larger =
+      std::lexicographical_compare(y_.url.begin(), y_.url.end(), x_.url.begin(), x_.url.end());
+  Node& from = x_larger ? x_ : y_;
+  Node& gone = x_larger ? y_ : x_;
+  ASSERT_EQ(gone.ctx->close(), Status::ok);  // its port closes with it
+  auto inst = from.ctx->open_instance(Track::small);
+  ASSERT_TRUE(inst);
+  const Status started = (*inst)->connect_async(gone.url);
+  if (started == Status::ok) {
+    EXPECT_EQ((*inst)->connect_wait(soon()), Status::broken);
+  } else {
+    EXPECT_EQ(started, Status::broken);
+  }
+}
+
 TEST_F(TcpPair, GarbageFromThePeerBreaksOnlyThatConnection) {
   expect_warnings_ = true;
   Pair good = connect_pair(x_, y_);
