@@ -1,0 +1,124 @@
+// pier-perf: table, JSON and CSV output.
+#include "report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <array>
+
+namespace pier::perf {
+namespace {
+
+std::string human_size(std::size_t n) {
+  if (n >= (1u << 20) && n % (1u << 20) == 0) return fmt::format("{}M", n >> 20);
+  if (n >= 1024 && n % 1024 == 0) return fmt::format("{}K", n >> 10);
+  return fmt::format("{}", n);
+}
+
+std::string host_name() {
+  std::array<char, 256> buf{};
+  if (::gethostname(buf.data(), buf.size() - 1) != 0) return "unknown";
+  return buf.data();
+}
+
+}  // namespace
+
+void print_table(const RunReport& report) {
+  fmt::print("pier-perf: mode {}, {} ({} ranks, bootstrap {}){}\n", report.mode, report.placement,
+             report.ranks, report.bootstrap, report.params.verify ? ", data verified" : "");
+  for (const auto& d : report.drivers) {
+    if (!d.ran) {
+      fmt::print("\n{}: skipped: {}\n", d.driver, d.skipped);
+      continue;
+    }
+    fmt::print("\n{}: max_packet {}, needs_rdv {}, rdv_data {}\n", d.driver,
+               d.caps.max_packet ? human_size(d.caps.max_packet) : "unlimited", d.caps.needs_rdv,
+               d.caps.rdv_data);
+    fmt::print("{:>8} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "size", "track", "lat med us",
+               "lat min us", "bw med MB/s", "bw min MB/s", "bw max MB/s");
+    for (const auto& s : d.sizes) {
+      fmt::print("{:>8} {:>5} {:>12.2f} {:>12.2f} {:>12.1f} {:>12.1f} {:>12.1f}\n",
+                 human_size(s.size), s.large_track ? "large" : "small", s.latency_median_us,
+                 s.latency_min_us, s.bandwidth_median_mbps, s.bandwidth_min_mbps,
+                 s.bandwidth_max_mbps);
+    }
+    if (d.has_rate)
+      fmt::print("message rate ({} B, window {}): {:.3f} M msg/s median, {:.3f} max\n", d.rate.size,
+                 d.rate.window, d.rate.median_per_s / 1e6, d.rate.max_per_s / 1e6);
+    if (!d.error.empty()) fmt::print("{}: FAILED: {}\n", d.driver, d.error);
+  }
+  std::fflush(stdout);
+}
+
+std::string to_json(const RunReport& report) {
+  using nlohmann::json;
+  json root;
+  root["schema"] = "pier-perf/1";
+  root["pier_version"] = PIER_PERF_VERSION;
+  root["host"] = host_name();
+  root["mode"] = report.mode;
+  root["placement"] = report.placement;
+  root["ranks"] = report.ranks;
+  root["bootstrap"] = report.bootstrap;
+  root["verify"] = report.params.verify;
+  root["repetitions"] = report.params.repetitions;
+  root["drivers"] = json::array();
+  for (const auto& d : report.drivers) {
+    json jd;
+    jd["driver"] = d.driver;
+    jd["ran"] = d.ran;
+    if (!d.skipped.empty()) jd["skipped"] = d.skipped;
+    if (!d.error.empty()) jd["error"] = d.error;
+    if (d.ran) {
+      jd["caps"] = {{"max_packet", d.caps.max_packet},
+                    {"needs_rdv", d.caps.needs_rdv},
+                    {"rdv_data", d.caps.rdv_data},
+                    {"max_iov", d.caps.max_iov}};
+      jd["profile"] = {{"latency_ns", d.profile.latency_ns},
+                       {"bandwidth_mbps", d.profile.bandwidth_mbps}};
+    }
+    jd["sizes"] = json::array();
+    for (const auto& s : d.sizes) {
+      jd["sizes"].push_back({{"size", s.size},
+                             {"track", s.large_track ? "large" : "small"},
+                             {"latency_us",
+                              {{"median", s.latency_median_us},
+                               {"min", s.latency_min_us},
+                               {"samples", s.latency_samples}}},
+                             {"bandwidth_mbps",
+                              {{"median", s.bandwidth_median_mbps},
+                               {"min", s.bandwidth_min_mbps},
+                               {"max", s.bandwidth_max_mbps},
+                               {"messages", s.bandwidth_messages}}},
+                             {"verified", s.verified}});
+    }
+    if (d.has_rate) {
+      jd["message_rate"] = {{"size", d.rate.size},
+                            {"window", d.rate.window},
+                            {"messages", d.rate.messages},
+                            {"median_per_s", d.rate.median_per_s},
+                            {"max_per_s", d.rate.max_per_s}};
+    }
+    root["drivers"].push_back(std::move(jd));
+  }
+  return root.dump(2) + "\n";
+}
+
+std::string to_csv(const RunReport& report) {
+  std::string out =
+      "driver,size,track,latency_median_us,latency_min_us,bandwidth_median_mbps,"
+      "bandwidth_min_mbps,bandwidth_max_mbps,verified\n";
+  for (const auto& d : report.drivers) {
+    for (const auto& s : d.sizes) {
+      out += fmt::format("{},{},{},{:.4f},{:.4f},{:.3f},{:.3f},{:.3f},{}\n", d.driver, s.size,
+                         s.large_track ? "large" : "small", s.latency_median_us, s.latency_min_us,
+                         s.bandwidth_median_mbps, s.bandwidth_min_mbps, s.bandwidth_max_mbps,
+                         s.verified ? 1 : 0);
+    }
+  }
+  return out;
+}
+
+}  // namespace pier::perf
