@@ -434,6 +434,59 @@ TEST_P(FaultOver, ProbeAnyAnswersTheWrapper) {
   EXPECT_EQ(drain_to_end(), (Strings{"A"}));
 }
 
+TEST_P(FaultOver, WaitsReleaseHeldPacketsWhenDue) {
+  start(*parse_plan("delay@1,delay_packets=1000,delay_us=1000"));
+  EXPECT_EQ(send("A"), Status::ok);
+  // The sender blocks in its own receive; the held packet is due long
+  // before the deadline and must leave during the wait, not after it.
+  std::string buf(8, '\0');
+  ::iovec iov{buf.data(), buf.size()};
+  Packet r;
+  r.set_iovec(&iov, 1);
+  Status st = ia_->recv_post(r);
+  if (st == Status::in_progress) st = ia_->recv_wait(r, Clock::now() + 200ms);
+  if (st == Status::unsupported) GTEST_SKIP() << "inner driver has no recv_wait";
+  EXPECT_EQ(st, Status::timeout);
+  (void)ia_->recv_cancel(r);
+  // No pump() from here on: only the wait above can have released it.
+  std::string in(8, '\0');
+  ::iovec iov_in{in.data(), in.size()};
+  Packet pkt;
+  pkt.set_iovec(&iov_in, 1);
+  st = ib_->recv_post(pkt);
+  const auto deadline = soon();
+  while (st == Status::in_progress && Clock::now() < deadline) st = ib_->recv_poll(pkt);
+  EXPECT_EQ(st, Status::ok);
+  EXPECT_EQ(in.substr(0, pkt.length), "A");
+}
+
+TEST_P(FaultOver, LargeTrackCarriesRendezvousDataThroughSlots) {
+  start(*parse_plan("corrupt@1"), driver::Track::large);
+  if (!caps_.rdv_data) GTEST_SKIP() << "inner driver has no rdv_data";
+  const std::string original(100, 'r');
+  std::string in(100, '\0');
+  ::iovec iov_in{in.data(), in.size()};
+  Packet r;
+  r.set_iovec(&iov_in, 1);
+  Status rs = ib_->recv_post(r);
+  ASSERT_TRUE(is_success(rs)) << to_string(rs);
+  Msg& m = prepare(original);
+  m.pkt.rdv_data = r.rdv_data;
+  m.pkt.rdv_len = r.rdv_len;
+  EXPECT_EQ(finish(m.pkt, ia_->send_post(m.pkt)), Status::ok);
+  const auto deadline = soon();
+  while (rs == Status::in_progress && Clock::now() < deadline) {
+    pump();
+    rs = ib_->recv_poll(r);
+  }
+  ASSERT_EQ(rs, Status::ok);
+  ASSERT_EQ(r.length, original.size());
+  int bits = 0;
+  for (std::size_t k = 0; k < original.size(); ++k)
+    bits += __builtin_popcount(static_cast<unsigned char>(in[k] ^ original[k]));
+  EXPECT_EQ(bits, 1);
+}
+
 TEST_P(FaultOver, SameSeedSameFaultsOtherSeedOtherFaults) {
   auto run = [&](std::uint64_t seed, Strings* received) {
     Plan plan = *parse_plan(
@@ -480,7 +533,7 @@ TEST_P(FaultOver, SameSeedSameFaultsOtherSeedOtherFaults) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Inner, FaultOver, ::testing::Values("loop", "self"),
+INSTANTIATE_TEST_SUITE_P(Inner, FaultOver, ::testing::Values("loop", "self", "shm", "tcp"),
                          [](const auto& param_info) { return param_info.param; });
 
 // --- the registry entry and the configuration -----------------------------
