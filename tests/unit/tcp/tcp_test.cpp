@@ -1,6 +1,7 @@
 // The tcp driver within one process: two contexts, connected both ways.
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "driver/iovec_data.hpp"
 #include "drivers/tcp/codec.hpp"
 #include "tcp_helpers.hpp"
 
@@ -141,6 +142,37 @@ TEST_F(TcpPair, IovecAndZeroLength) {
   EXPECT_EQ(ss, Status::ok);
   EXPECT_EQ(rs, Status::ok);
   EXPECT_EQ(in.pkt.length, 0u);
+}
+
+TEST_F(TcpPair, DataIteratorChunksWithManyPieces) {
+  Pair p = connect_pair(x_, y_, Track::large);
+  ASSERT_TRUE(p.a && p.b);
+  // 300 pieces of 1000 bytes: more than one sendmsg's worth of iovec entries.
+  std::vector<std::byte> src(300000), dst(300000);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + i / 1000);
+  std::vector<::iovec> siov, diov;
+  for (std::size_t at = 0; at < src.size(); at += 1000) {
+    siov.push_back({src.data() + at, 1000});
+    diov.push_back({dst.data() + at, 1000});
+  }
+  driver::IovecData sdata(siov.data(), static_cast<std::uint32_t>(siov.size()));
+  driver::IovecData ddata(diov.data(), static_cast<std::uint32_t>(diov.size()));
+  Packet sp, rp;
+  sp.form = rp.form = Packet::Form::data;
+  sp.data = &sdata;
+  rp.data = &ddata;
+  sp.chunk_offset = rp.chunk_offset = 1500;  // starts inside a piece
+  sp.chunk_len = rp.chunk_len = 250000;
+  ASSERT_TRUE(is_success(p.b->recv_post(rp)));
+  ASSERT_TRUE(is_success(p.a->send_post(sp)));
+  Status ss, rs;
+  drive(p.a.get(), &sp, p.b.get(), &rp, &ss, &rs);
+  ASSERT_EQ(ss, Status::ok);
+  ASSERT_EQ(rs, Status::ok);
+  EXPECT_EQ(rp.length, 250000u);
+  EXPECT_TRUE(std::equal(src.begin() + 1500, src.begin() + 251500, dst.begin() + 1500));
+  EXPECT_EQ(dst[1499], std::byte{0});
+  EXPECT_EQ(dst[251500], std::byte{0});
 }
 
 TEST_F(TcpPair, ShortReceiveIsTruncatedAndStreamStaysAligned) {
