@@ -80,7 +80,10 @@ Result<SockAddr> address_of_iface(const std::string& iface, std::uint16_t port) 
   }
   ::freeifaddrs(list);
   if (!found)
-    PIER_LOG(error, "tcp", "interface {} has no {} address (PIER_TCP_IFACE)", iface, family);
+    PIER_LOG(error, "tcp", "interface {} has no {} address (PIER_TCP_IFACE)", iface,
+             family == "ipv4"   ? "IPv4"
+             : family == "ipv6" ? "IPv6"
+                                : "IPv4 or IPv6");
   return found;
 }
 

@@ -508,6 +508,39 @@ TEST_F(TcpPair, Ipv6Loopback) {
   EXPECT_EQ(in.bytes, out.bytes);
 }
 
+TEST_F(TcpPair, InterfaceSelectionThroughTheRegistry) {
+  {
+    config::ScopedSet iface("TCP_IFACE", "lo");
+    ASSERT_EQ(iface.status(), Status::ok);
+    Node n = make_node();
+    ASSERT_TRUE(n.ctx);
+    Result<Url> url = decode_url(n.url);
+    ASSERT_TRUE(url);
+    EXPECT_EQ(url->family, 4);
+    EXPECT_EQ(to_integer<int>(url->address[0]), 127);
+    config::ScopedSet v6("TCP_FAMILY", "ipv6");
+    Node n6 = make_node();
+    if (n6.ctx) {  // lo has ::1 unless IPv6 is off
+      Result<Url> url6 = decode_url(n6.url);
+      ASSERT_TRUE(url6);
+      EXPECT_EQ(url6->family, 6);
+      Pair p = connect_pair(n, n6);  // an IPv4 and an IPv6 context
+      EXPECT_TRUE(p.a && p.b);
+    }
+  }
+  expect_warnings_ = true;
+  config::ScopedSet none("TCP_IFACE", "no-such-iface0");
+  auto made = entry().make("");
+  ASSERT_TRUE(made);
+  ASSERT_TRUE((*made)->properties(driver::Hints{}));
+  EXPECT_EQ((*made)->init().status(), Status::not_found);
+  config::ScopedSet bad("TCP_ADDRESS", "not-an-address");
+  auto made2 = entry().make("");
+  ASSERT_TRUE(made2);
+  ASSERT_TRUE((*made2)->properties(driver::Hints{}));
+  EXPECT_EQ((*made2)->init().status(), Status::invalid_argument);
+}
+
 TEST_F(TcpPair, OversizedSmallPacketIsRejectedAtPost) {
   Pair p = connect_pair(x_, y_);
   ASSERT_TRUE(p.a && p.b);
