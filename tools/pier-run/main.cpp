@@ -21,15 +21,21 @@ int main(int argc, char** argv) {
   app.add_option("--kill-grace", opt.kill_grace_s,
                  "seconds between SIGTERM and SIGKILL when the job ends early")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("command", opt.command, "program and its arguments")->required();
-  // Everything from the program name on belongs to the program.
+  // Everything from the program name on belongs to the program, options
+  // included: the first positional argument stops pier-run's parsing.
   app.prefix_command();
+  app.footer("usage: pier-run -n N [options] program [args...]");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (auto& extra : app.remaining()) opt.command.push_back(extra);
+  opt.command = app.remaining();
+  if (!opt.command.empty() && opt.command.front() == "--") opt.command.erase(opt.command.begin());
+  if (opt.command.empty()) {
+    std::fprintf(stderr, "pier-run: no program given\n%s", app.help().c_str());
+    return 2;
+  }
   opt.bind_core = bind == "core";
   return pier::run::run_job(opt);
 }
