@@ -91,10 +91,11 @@ class Pool {
     return Status::ok;
   }
 
-  /// The handle naming the live object `t`.
+  /// The handle naming the live object `t`; invalid_handle if `t` is not a
+  /// live object of this pool.
   Handle handle_of(const T* t) const noexcept {
     std::size_t index = index_of(t);
-    assert(index < capacity_ && slots_[index].live);
+    if (index >= capacity_ || !slots_[index].live) return invalid_handle;
     return static_cast<Handle>((slots_[index].generation << index_bits_) |
                                static_cast<std::uint32_t>(index));
   }

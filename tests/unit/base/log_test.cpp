@@ -64,7 +64,7 @@ TEST_F(Log, BadSpecChangesNothing) {
   EXPECT_FALSE(log::configure("=debug"));
   EXPECT_FALSE(log::configure("a_tag_longer_than_sixteen=debug"));
   std::string many;
-  for (int i = 0; i < 40; ++i) many += "t" + std::to_string(i) + "=info,";
+  for (int i = 0; i < 40; ++i) many += fmt::format("t{}=info,", i);
   EXPECT_FALSE(log::configure(many));
   EXPECT_TRUE(log::enabled("shm", Level::debug));
   EXPECT_FALSE(log::enabled("t1", Level::info));
@@ -83,9 +83,9 @@ TEST_F(Log, WriteFormatsOneLineAndCounts) {
   PIER_LOG(warn, "tcp", "peer {} slow", 3);
   PIER_LOG(info, "tcp", "not shown at warn");
   std::string err = testing::internal::GetCapturedStderr();
-  std::string pid = std::to_string(getpid());
-  EXPECT_EQ(err, "pier[" + pid + "] shm error: cannot map /pier-42: no space left on device\n" +
-                     "pier[" + pid + "] tcp warn: peer 3 slow\n");
+  EXPECT_EQ(err, fmt::format("pier[{0}] shm error: cannot map /pier-42: no space left on device\n"
+                             "pier[{0}] tcp warn: peer 3 slow\n",
+                             getpid()));
   EXPECT_EQ(log::error_count(), errors + 1);
   EXPECT_EQ(log::warn_count(), warnings + 1);
 }

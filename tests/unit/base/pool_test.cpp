@@ -107,8 +107,10 @@ TEST(Pool, OwnsOnlyItsLiveObjects) {
   EXPECT_TRUE(a.owns(x));
   EXPECT_FALSE(b.owns(x));
   EXPECT_FALSE(a.owns(&outside));
+  EXPECT_EQ(b.handle_of(x), Pool<int>::invalid_handle);
   a.release(x);
   EXPECT_FALSE(a.owns(x));
+  EXPECT_EQ(a.handle_of(x), Pool<int>::invalid_handle);
 }
 
 TEST(Pool, RejectsBadCapacities) {
