@@ -86,8 +86,14 @@ Status Context::probe_any(driver::Instance** ready) {
 
 Status Context::wait_any(driver::Instance** ready, driver::Deadline deadline) {
   // Waits in steps that end when a held packet is due, so a delay expires
-  // even while the caller sleeps here.
-  for (;;) {
+  // even while the caller sleeps here. A cancel_any() landing between two
+  // steps is remembered, since the inner driver only ends a running wait.
+  cancel_.store(false, std::memory_order_relaxed);
+  for (bool first = true;; first = false) {
+    if (!first && cancel_.exchange(false, std::memory_order_acq_rel)) {
+      *ready = nullptr;
+      return Status::canceled;
+    }
     progress_instances();
     const driver::Deadline step = std::min(deadline, next_release());
     driver::Instance* inner = nullptr;
@@ -100,7 +106,9 @@ Status Context::wait_any(driver::Instance** ready, driver::Deadline deadline) {
 }
 
 Status Context::cancel_any() {
-  return inner_->cancel_any();
+  const Status st = inner_->cancel_any();
+  if (st == Status::ok) cancel_.store(true, std::memory_order_release);
+  return st;
 }
 
 std::string Context::unavailable_reason() const {

@@ -79,6 +79,7 @@ class Context final : public driver::Context {
   bool initialized_ = false;
   std::uint64_t next_stream_ = 0;
   std::atomic<std::uint64_t> connects_{0};
+  std::atomic<bool> cancel_{false};  ///< a cancel_any() for the running wait_any()
 
   mutable std::mutex mutex_;  ///< guards instances_, events_, stats_
   std::vector<Instance*> instances_;

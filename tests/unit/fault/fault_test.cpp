@@ -6,9 +6,11 @@
 #include <pier/driver.hpp>
 
 #include "base/config.hpp"
+#include "base/log.hpp"
 #include "drivers/fault/fault.hpp"
 #include "loopback.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -458,6 +460,64 @@ TEST_P(FaultOver, WaitsReleaseHeldPacketsWhenDue) {
   while (st == Status::in_progress && Clock::now() < deadline) st = ib_->recv_poll(pkt);
   EXPECT_EQ(st, Status::ok);
   EXPECT_EQ(in.substr(0, pkt.length), "A");
+}
+
+TEST_P(FaultOver, WaitAnyOnTheContextReleasesHeldPackets) {
+  start(*parse_plan("delay@1,delay_packets=1000,delay_us=1000"));
+  if (!caps_.recv_any || GetParam() == "loop") GTEST_SKIP() << "inner driver has no wait_any";
+  EXPECT_EQ(send("A"), Status::ok);
+  // Another thread sleeps in the sender context's wait_any(); nothing comes
+  // to the sender, but the held packet must leave while it waits.
+  Status waited = Status::internal;
+  std::thread waiter([&] {
+    driver::Instance* ready = nullptr;
+    waited = a_->wait_any(&ready, Clock::now() + 300ms);
+  });
+  std::string in(8, '\0');
+  ::iovec iov_in{in.data(), in.size()};
+  Packet pkt;
+  pkt.set_iovec(&iov_in, 1);
+  Status st = ib_->recv_post(pkt);
+  const auto deadline = soon();
+  while (st == Status::in_progress && Clock::now() < deadline) st = ib_->recv_poll(pkt);
+  waiter.join();
+  EXPECT_EQ(waited, Status::timeout);
+  EXPECT_EQ(st, Status::ok);
+  EXPECT_EQ(in.substr(0, pkt.length), "A");
+}
+
+TEST_P(FaultOver, CancelAnyEndsASteppedWait) {
+  start(*parse_plan("delay@1,delay_packets=1000,delay_us=200000"));
+  if (!caps_.recv_any || GetParam() == "loop") GTEST_SKIP() << "inner driver has no wait_any";
+  EXPECT_EQ(send("A"), Status::ok);  // held: wait_any() now waits in steps
+  std::atomic<Status> waited{Status::internal};
+  std::atomic<bool> started{false};
+  std::thread waiter([&] {
+    driver::Instance* ready = nullptr;
+    started = true;
+    waited = a_->wait_any(&ready, soon());
+  });
+  while (!started) std::this_thread::yield();
+  // Repeated, since a cancel before the wait begins has nothing to end.
+  const auto deadline = soon();
+  while (waited == Status::internal && Clock::now() < deadline) {
+    EXPECT_EQ(a_->cancel_any(), Status::ok);
+    std::this_thread::sleep_for(1ms);
+  }
+  waiter.join();
+  EXPECT_EQ(waited.load(), Status::canceled);
+}
+
+TEST_P(FaultOver, InjectedFaultsAreLoggedWithTheSeed) {
+  Plan plan = *parse_plan("drop@1");
+  plan.seed = 4242;
+  start(std::move(plan));
+  ASSERT_TRUE(log::configure("fault=debug"));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(send("A"), Status::ok);
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(log::configure("warn"));
+  EXPECT_NE(out.find("seed 4242 instance 0 send 1: drop"), std::string::npos) << out;
 }
 
 TEST_P(FaultOver, LargeTrackCarriesRendezvousDataThroughSlots) {
