@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make run: what pier can show today (replaced by the driver table when pier-perf lands).
+# make run: what pier can show today: the driver performance table and plot
+# when pier-run and pier-perf are built, else pier-info.
 set -euo pipefail
 build=${1:-build/release}
 if [ -x "$build/tools/pier-perf/pier-perf" ] && [ -x "$build/tools/pier-run/pier-run" ]; then
