@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -318,12 +319,26 @@ struct Stat {
   double median, min, max;
 };
 
-template <class Fn>
-Stat measure(int reps, Fn fn) {
-  std::vector<double> v;
-  for (int r = 0; r < reps; ++r) v.push_back(fn());
+Stat stat_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return Stat{v[v.size() / 2], v.front(), v.back()};
+}
+
+/// Runs the two measures alternately (ABBA...), so that load drifting over
+/// the run weighs on both alike.
+template <class FnA, class FnB>
+std::pair<Stat, Stat> measure_pair(int reps, FnA a, FnB b) {
+  std::vector<double> va, vb;
+  for (int r = 0; r < reps; ++r) {
+    if (r % 2 == 0) {
+      va.push_back(a());
+      vb.push_back(b());
+    } else {
+      vb.push_back(b());
+      va.push_back(a());
+    }
+  }
+  return {stat_of(va), stat_of(vb)};
 }
 
 }  // namespace
@@ -344,16 +359,16 @@ int main(int argc, char** argv) {
   pin(cpu_parent);
   std::printf("| measure | size | bare | pier tcp | pier/bare |\n|---|---|---|---|---|\n");
   for (std::size_t size : lat_sizes) {
-    const Stat bare = measure(reps, [&] { return bare_latency_us(size); });
-    const Stat pier = measure(reps, [&] { return pier_latency_us(size); });
+    const auto [bare, pier] = measure_pair(
+        reps, [&] { return bare_latency_us(size); }, [&] { return pier_latency_us(size); });
     std::printf("| latency us | %zu | %.2f [%.2f-%.2f] | %.2f [%.2f-%.2f] | %.3f |\n", size,
                 bare.median, bare.min, bare.max, pier.median, pier.min, pier.max,
                 pier.median / bare.median);
     std::fflush(stdout);
   }
   for (std::size_t size : bw_sizes) {
-    const Stat bare = measure(reps, [&] { return bare_bandwidth_gbs(size); });
-    const Stat pier = measure(reps, [&] { return pier_bandwidth_gbs(size); });
+    const auto [bare, pier] = measure_pair(
+        reps, [&] { return bare_bandwidth_gbs(size); }, [&] { return pier_bandwidth_gbs(size); });
     std::printf("| bandwidth GB/s | %zu | %.2f [%.2f-%.2f] | %.2f [%.2f-%.2f] | %.3f |\n", size,
                 bare.median, bare.min, bare.max, pier.median, pier.min, pier.max,
                 pier.median / bare.median);
