@@ -283,17 +283,15 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
   bool delay = !dup && !reorder && fires(Fault::delay);
 
   int slot = own;
+  const auto wanted = {std::pair{Fault::truncate, truncate},
+                       {Fault::corrupt, corrupt},
+                       {Fault::reorder, reorder},
+                       {Fault::delay, delay}};
+  bool skipped = false;
   if (slot < 0 && (truncate || corrupt || reorder || delay)) {
     slot = copy_to_slot(pkt, len);
-    if (slot < 0) {
-      // Too large for a slot, or every slot busy: delivered as is.
-      for (const auto& [f, fired] : {std::pair{Fault::truncate, truncate},
-                                     {Fault::corrupt, corrupt},
-                                     {Fault::reorder, reorder},
-                                     {Fault::delay, delay}})
-        if (fired) note(f, send, false);
-      truncate = corrupt = reorder = delay = false;
-    }
+    // Too large for a slot, or every slot busy: delivered as is.
+    skipped = slot < 0;
   }
 
   if (slot < 0) {
@@ -305,6 +303,9 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
     if (st == Status::no_resource) return st;
     ops_ = op;
     sends_ = send;
+    if (skipped)
+      for (const auto& [f, fired] : wanted)
+        if (fired) note(f, send, false);
     if (dup && is_success(st)) {
       const int copy = copy_to_slot(pkt, len);
       note(Fault::dup, send, copy >= 0);
