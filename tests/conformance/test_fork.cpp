@@ -62,7 +62,7 @@ Status echo_leg(Instance& inst, const Caps& caps, Child& chan, std::vector<std::
   Packet s;
   s.set_iovec(&siov, 1);
   if (peer_rdv.size() > Packet::rdv_capacity) return Status::malformed;
-  std::memcpy(s.rdv_data.data(), peer_rdv.data(), peer_rdv.size());
+  if (!peer_rdv.empty()) std::memcpy(s.rdv_data.data(), peer_rdv.data(), peer_rdv.size());
   s.rdv_len = static_cast<std::uint8_t>(peer_rdv.size());
   auto receive = [&]() -> Status {
     if (!caps.recv_post) {
