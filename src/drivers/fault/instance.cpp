@@ -37,6 +37,14 @@ Tag read_marker(const Packet& pkt, const void* owner, std::uintptr_t* value) noe
   return static_cast<Tag>(d[2] >> 32);
 }
 
+/// Hands a caller packet to the inner driver as it would see it without the
+/// wrapper: the wrapper's marker from an earlier use is wiped, inner state
+/// (a prefetch) stays.
+void forget_marker(Packet& pkt, const void* owner) noexcept {
+  std::uintptr_t ignored = 0;
+  if (read_marker(pkt, owner, &ignored) != Tag::none) pkt.driver_data = {};
+}
+
 }  // namespace
 
 Instance::Instance(Context& context, std::unique_ptr<driver::Instance> inner, driver::Track track,
@@ -295,9 +303,7 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
   }
 
   if (slot < 0) {
-    // Only the wrapper's own marker is wiped: inner state (a prefetch) stays.
-    std::uintptr_t ignored = 0;
-    if (read_marker(pkt, this, &ignored) != Tag::none) pkt.driver_data = {};
+    forget_marker(pkt, this);
     const Status st = inner_->send_post(pkt);
     // Not numbered: the retry is the same send and gets the same decision.
     if (st == Status::no_resource) return st;
@@ -397,12 +403,17 @@ Status Instance::send_wait(Packet& pkt, driver::Deadline deadline) {
 }
 
 Status Instance::send_prefetch(Packet& pkt) {
-  if (faulty_ && dead_) return Status::broken;
+  if (!faulty_) return inner_->send_prefetch(pkt);
+  std::lock_guard lock(mutex_);
+  if (dead_) return Status::broken;
+  forget_marker(pkt, this);
   return inner_->send_prefetch(pkt);
 }
 
 Status Instance::send_unfetch(Packet& pkt) {
-  if (faulty_ && dead_) return Status::broken;
+  if (!faulty_) return inner_->send_unfetch(pkt);
+  std::lock_guard lock(mutex_);
+  if (dead_) return Status::broken;
   return inner_->send_unfetch(pkt);
 }
 
@@ -419,6 +430,7 @@ Status Instance::recv_post(Packet& pkt) {
     die(Fault::death, op);
     return Status::broken;
   }
+  forget_marker(pkt, this);
   const Status st = inner_->recv_post(pkt);
   if (st != Status::no_resource) ops_ = op;
   return st;
@@ -457,12 +469,17 @@ Status Instance::recv_cancel(Packet& pkt) {
 }
 
 Status Instance::recv_prefetch(Packet& pkt) {
-  if (faulty_ && dead_) return Status::broken;
+  if (!faulty_) return inner_->recv_prefetch(pkt);
+  std::lock_guard lock(mutex_);
+  if (dead_) return Status::broken;
+  forget_marker(pkt, this);
   return inner_->recv_prefetch(pkt);
 }
 
 Status Instance::recv_unfetch(Packet& pkt) {
-  if (faulty_ && dead_) return Status::broken;
+  if (!faulty_) return inner_->recv_unfetch(pkt);
+  std::lock_guard lock(mutex_);
+  if (dead_) return Status::broken;
   return inner_->recv_unfetch(pkt);
 }
 

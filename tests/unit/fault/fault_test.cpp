@@ -300,6 +300,30 @@ TEST_P(FaultOver, DropIsReportedSentButNeverDelivered) {
   EXPECT_EQ(stats().of(Fault::drop), 1u);
 }
 
+TEST_P(FaultOver, APacketCompletedByTheWrapperCanBeReusedForAReceive) {
+  start(*parse_plan("drop@1"));
+  EXPECT_EQ(send("A"), Status::ok);  // dropped: completed inside the wrapper
+  Msg& m = msgs_.back();
+  EXPECT_EQ(ia_->send_poll(m.pkt), Status::ok);
+  // The same Packet object, now a receive on the sender's side.
+  std::string in(8, '\0');
+  ::iovec iov_in{in.data(), in.size()};
+  m.pkt.set_iovec(&iov_in, 1);
+  Status st = ia_->recv_post(m.pkt);
+  ASSERT_TRUE(is_success(st)) << to_string(st);
+  std::string reply = "R";
+  ::iovec iov{reply.data(), reply.size()};
+  Packet s;
+  s.set_iovec(&iov, 1);
+  Status ss = ib_->send_post(s);
+  const auto deadline = soon();
+  while (ss == Status::in_progress && Clock::now() < deadline) ss = ib_->send_poll(s);
+  EXPECT_EQ(ss, Status::ok);
+  while (st == Status::in_progress && Clock::now() < deadline) st = ia_->recv_poll(m.pkt);
+  EXPECT_EQ(st, Status::ok);
+  EXPECT_EQ(in.substr(0, m.pkt.length), "R");
+}
+
 TEST_P(FaultOver, DupDeliversTwice) {
   start(*parse_plan("dup@1"));
   for (const char* s : {"A", "B"}) EXPECT_EQ(send(s), Status::ok);
