@@ -28,6 +28,14 @@ inline const config::IntKey user_timeout_key{
     "TCP_TIMEOUT_MS", 30000, 0, 3600000,
     "a connection whose sent data stays unacknowledged this long is broken (0: kernel default)"};
 
+inline const config::IntKey sockbuf_key{
+    "TCP_SOCKET_BUFFER",
+    0,
+    0,
+    1 << 30,
+    "SO_SNDBUF and SO_RCVBUF of every connection; 0 keeps the kernel's autotuning",
+    config::Type::size};
+
 namespace {
 
 SockAddr make_v4(const ::in_addr& a, std::uint16_t port) noexcept {
@@ -163,6 +171,10 @@ void tune_connection(int fd) noexcept {
   // Failures here cost performance or detection time, never correctness.
   int one = 1;
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (const auto bytes = static_cast<int>(sockbuf_key.get()); bytes > 0) {
+    (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  }
   (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   const auto timeout_ms = static_cast<unsigned>(user_timeout_key.get());
   if (timeout_ms != 0) {

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -112,6 +113,50 @@ TEST_F(TcpPair, LargeMessageWithPartialWrites) {
   ASSERT_EQ(rs, Status::ok);
   EXPECT_EQ(in.pkt.length, len);
   EXPECT_TRUE(in.bytes == out.bytes);
+}
+
+TEST_F(TcpPair, TinySocketBuffersSplitEverything) {
+  // Small kernel buffers: headers and payloads are cut at every offset by
+  // partial writes and reads, in both directions at once.
+  config::ScopedSet tiny("TCP_SOCKET_BUFFER", "4k");
+  ASSERT_EQ(tiny.status(), Status::ok);
+  Node a = make_node(), b = make_node();
+  Pair p = connect_pair(a, b);
+  ASSERT_TRUE(p.a && p.b);
+  std::uint64_t seed = 88172645463325252ull;
+  auto next = [&seed] {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+  };
+  for (int round = 0; round < 150; ++round) {
+    const std::size_t l1 = next() % 60000, l2 = next() % 3000;
+    Buf out1(l1, round & 0xff), out2(l2, (round + 1) & 0xff);
+    Buf in1(60000, 0), in2(60000, 0);
+    ASSERT_TRUE(is_success(p.b->recv_post(in1.pkt)));
+    ASSERT_TRUE(is_success(p.a->recv_post(in2.pkt)));
+    ASSERT_TRUE(is_success(p.a->send_post(out1.pkt)));
+    ASSERT_TRUE(is_success(p.b->send_post(out2.pkt)));
+    Status s1, r1, s2, r2;
+    const auto deadline = soon();
+    s1 = r1 = s2 = r2 = Status::in_progress;
+    while (Clock::now() < deadline && (s1 == Status::in_progress || r1 == Status::in_progress ||
+                                       s2 == Status::in_progress || r2 == Status::in_progress)) {
+      if (s1 == Status::in_progress) s1 = p.a->send_poll(out1.pkt);
+      if (s2 == Status::in_progress) s2 = p.b->send_poll(out2.pkt);
+      if (r1 == Status::in_progress) r1 = p.b->recv_poll(in1.pkt);
+      if (r2 == Status::in_progress) r2 = p.a->recv_poll(in2.pkt);
+    }
+    ASSERT_EQ(s1, Status::ok);
+    ASSERT_EQ(s2, Status::ok);
+    ASSERT_EQ(r1, Status::ok);
+    ASSERT_EQ(r2, Status::ok);
+    ASSERT_EQ(in1.pkt.length, l1);
+    ASSERT_EQ(in2.pkt.length, l2);
+    ASSERT_TRUE(std::equal(out1.bytes.begin(), out1.bytes.end(), in1.bytes.begin()));
+    ASSERT_TRUE(std::equal(out2.bytes.begin(), out2.bytes.end(), in2.bytes.begin()));
+  }
 }
 
 TEST_F(TcpPair, IovecAndZeroLength) {
@@ -478,7 +523,14 @@ TEST_F(TcpPair, KeepalivesFlowBothWaysOnAnIdleConnection) {
   encode_frame_header(std::span<std::byte, frame_header_size>(data.data(), frame_header_size),
                       FrameHeader{frame_data, 3});
   data[frame_header_size] = std::byte{0xab};
-  ASSERT_EQ(::send(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  // One byte at a time, polled in between: every cut of the header.
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (std::size_t i = 0; i + 1 < data.size(); ++i) {
+    ASSERT_EQ(::send(fd, &data[i], 1, 0), 1);
+    for (int k = 0; k < 20; ++k) ASSERT_EQ((*iy)->recv_poll(in.pkt), Status::in_progress);
+  }
+  ASSERT_EQ(::send(fd, &data.back(), 1, 0), 1);
   EXPECT_EQ((*iy)->recv_wait(in.pkt, soon()), Status::ok);
   EXPECT_EQ(in.pkt.length, 3u);
   EXPECT_EQ(in.bytes[0], std::byte{0xab});
