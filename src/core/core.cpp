@@ -1,0 +1,572 @@
+// pier core: the Core facade, set-up, regions and the message life common
+// to every protocol.
+#include "core/core.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "boot/boot.hpp"
+#include "core/impl.hpp"
+
+namespace pier::core {
+
+inline const config::StringKey drivers_key{
+    "CORE_DRIVERS", "self,shm,tcp",
+    "drivers in order of preference, comma separated; a peer gets the first one that can "
+    "reach it; several rails as a+b (tcp+tcp, shm+tcp)"};
+inline const config::StringKey connect_key{
+    "CORE_CONNECT", "lazy",
+    "lazy: connections complete on first use; eager: creating the core waits for every peer"};
+inline const config::IntKey eager_limit_key{
+    "CORE_EAGER_LIMIT",
+    0,
+    0,
+    std::int64_t{16} << 20,
+    "largest eager payload; bigger messages use the rendezvous. 0: 32k capped by the "
+    "driver's max_packet",
+    config::Type::size};
+inline const config::IntKey split_min_key{
+    "CORE_SPLIT_MIN",
+    256 * 1024,
+    0,
+    std::int64_t{1} << 40,
+    "smallest rendezvous split across several rails in proportion to their bandwidth",
+    config::Type::size};
+inline const config::IntKey credits_key{
+    "CORE_CREDITS", 32, 1, 4096,
+    "small packets per peer and priority a sender may have unconsumed at the receiver"};
+inline const config::IntKey send_msgs_key{"CORE_SEND_MSGS", 1024, 1, 1 << 20,
+                                          "send message states (outstanding sends)"};
+inline const config::IntKey recv_msgs_key{"CORE_RECV_MSGS", 1024, 1, 1 << 20,
+                                          "receive message states (messages not yet finalized)"};
+inline const config::IntKey spin_key{"CORE_SPIN_US", 50, 0, 10'000'000,
+                                     "microseconds wait() polls before it sleeps in a driver"};
+inline const config::IntKey gap_key{
+    "CORE_GAP_LIMIT_MS", 5000, 1, 3'600'000,
+    "a hole in a peer's packet sequence older than this fails the peer (lost packet)"};
+
+namespace {
+constexpr std::size_t default_eager = 32 * 1024;
+}  // namespace
+
+Settings Settings::from_config() {
+  Settings s;
+  s.drivers = drivers_key.get();
+  s.eager_connect = connect_key.get() == "eager";
+  s.eager_limit = static_cast<std::size_t>(eager_limit_key.get());
+  s.split_min = static_cast<std::size_t>(split_min_key.get());
+  s.credits = static_cast<std::uint32_t>(credits_key.get());
+  s.send_msgs = static_cast<std::uint32_t>(send_msgs_key.get());
+  s.recv_msgs = static_cast<std::uint32_t>(recv_msgs_key.get());
+  s.spin_us = static_cast<std::uint32_t>(spin_key.get());
+  s.gap_limit_ms = static_cast<std::uint32_t>(gap_key.get());
+  return s;
+}
+
+// --- Impl set-up -----------------------------------------------------------
+
+Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
+    : rank_(rank),
+      size_(size),
+      settings_(settings),
+      sends_(settings.send_msgs),
+      recvs_(settings.recv_msgs),
+      ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
+      regions_(4096),
+      completions_(settings.send_msgs + settings.recv_msgs + 8) {}
+
+Core::Impl::~Impl() {
+  // Instances go before their contexts (the driver contract: close() last).
+  for (auto& g : gates_) {
+    if (!g) continue;
+    for (Rail& r : g->rails) {
+      if (r.small) (void)r.small->disconnect();
+      if (r.large) (void)r.large->disconnect();
+      r.small.reset();
+      r.large.reset();
+    }
+  }
+  gates_.clear();
+  for (DriverSlot& d : drivers_)
+    if (d.context) {
+      if (Status s = d.context->close(); s != Status::ok)
+        PIER_LOG(warn, "core", "closing driver {}: {}", d.spec, to_string(s));
+    }
+}
+
+Status Core::Impl::bring_up_drivers() {
+  auto choices = parse_drivers(settings_.drivers);
+  if (!choices) {
+    PIER_LOG(error, "core", "PIER_CORE_DRIVERS=\"{}\" does not parse", settings_.drivers);
+    return Status::invalid_argument;
+  }
+  // As many contexts of a driver as the most demanding choice has rails of it.
+  std::vector<std::pair<std::string, std::uint8_t>> wanted;
+  for (const auto& choice : *choices) {
+    std::vector<std::pair<std::string, std::uint8_t>> counts;
+    for (const std::string& spec : choice) {
+      auto it = std::find_if(counts.begin(), counts.end(),
+                             [&](const auto& c) { return c.first == spec; });
+      if (it == counts.end())
+        counts.emplace_back(spec, 1);
+      else
+        ++it->second;
+    }
+    for (const auto& [spec, n] : counts) {
+      auto it = std::find_if(wanted.begin(), wanted.end(),
+                             [&](const auto& w) { return w.first == spec; });
+      if (it == wanted.end())
+        wanted.emplace_back(spec, n);
+      else
+        it->second = std::max(it->second, n);
+    }
+  }
+  driver::Hints hints;
+  hints.session_size = size_;
+  hints.rank = rank_;
+  std::size_t min_packet = 0;
+  for (const auto& [spec, n] : wanted) {
+    for (std::uint8_t i = 0; i < n; ++i) {
+      auto ctx = driver::make_context(spec);
+      if (!ctx) {
+        PIER_LOG(info, "core", "driver {} unavailable: {}", spec, to_string(ctx.status()));
+        break;
+      }
+      auto props = (*ctx)->properties(hints);
+      if (!props) {
+        PIER_LOG(info, "core", "driver {} has no properties: {}", spec, to_string(props.status()));
+        break;
+      }
+      if (!props->caps.send_buf && props->caps.max_iov < 2) {
+        PIER_LOG(info, "core", "driver {} skipped: neither send_buf nor a 2-entry iovec", spec);
+        break;
+      }
+      auto url = (*ctx)->init();
+      if (!url) {
+        PIER_LOG(info, "core", "driver {} failed to start: {}", spec, to_string(url.status()));
+        (void)(*ctx)->close();
+        break;
+      }
+      DriverSlot d;
+      d.spec = spec;
+      d.index = i;
+      d.props = *props;
+      d.url = std::move(*url);
+      d.context = std::move(*ctx);
+      if (d.props.caps.max_packet != 0)
+        min_packet = min_packet == 0 ? d.props.caps.max_packet
+                                     : std::min(min_packet, d.props.caps.max_packet);
+      local_.urls.push_back({d.spec, d.index, d.url});
+      drivers_.push_back(std::move(d));
+    }
+  }
+  if (drivers_.empty()) {
+    PIER_LOG(error, "core", "no driver of \"{}\" could start", settings_.drivers);
+    return Status::unsupported;
+  }
+  std::size_t eager = settings_.eager_limit ? settings_.eager_limit : default_eager;
+  recv_capacity_ = eager + max_prefix;
+  if (min_packet != 0) recv_capacity_ = std::min(recv_capacity_, min_packet);
+  if (recv_capacity_ < max_prefix + 64) {
+    PIER_LOG(error, "core", "drivers' max_packet {} too small for the core's headers", min_packet);
+    return Status::unsupported;
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
+  local_.node = host;
+  local_.pid = static_cast<std::uint32_t>(::getpid());
+  local_.credits = settings_.credits;
+  local_.recv_capacity = static_cast<std::uint32_t>(recv_capacity_);
+  address_ = encode_address(local_);
+  return Status::ok;
+}
+
+Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
+                           base::Deadline deadline) {
+  if (connected_) return Status::in_use;
+  if (addresses.size() != size_) return Status::invalid_argument;
+  auto choices = parse_drivers(settings_.drivers);
+  if (!choices) return Status::invalid_argument;
+  for (Rank r = 0; r < size_; ++r) {
+    auto peer = decode_address(addresses[r]);
+    if (!peer) {
+      PIER_LOG(error, "core", "address of rank {} is malformed", r);
+      return peer.status();
+    }
+    peers_.push_back(std::move(*peer));
+  }
+  gates_.resize(size_);
+  for (Rank r = 0; r < size_; ++r) {
+    auto gate = std::make_unique<Gate>();
+    gate->peer = r;
+    if (Status s = build_gate(*gate, peers_[r]); s != Status::ok) {
+      gate->state = GateState::failed;
+      gate->failure = Status::broken;
+      PIER_LOG(warn, "core", "no rail reaches rank {}: {}", r, to_string(s));
+    }
+    gates_[r] = std::move(gate);
+  }
+  connected_ = true;
+  // Instances are opened and connect_async issued for every peer now: the
+  // driver interface has no "incoming connection" event, so the passive side
+  // of a lazy connection would never learn of it. Lazy means connect_wait is
+  // driven by progress on first use instead of here.
+  for (auto& g : gates_)
+    if (g->state == GateState::idle) start_connect(*g);
+  if (!settings_.eager_connect) return Status::ok;
+  for (;;) {
+    bool all = true;
+    for (auto& g : gates_)
+      if (!step_connect(*g)) all = false;
+    if (all) return Status::ok;
+    if (deadline.expired()) return Status::timeout;
+    (void)progress();
+  }
+}
+
+// --- regions ---------------------------------------------------------------
+
+Status Core::Impl::pin(const Region* region, std::size_t offset, std::size_t length,
+                       std::byte** at) noexcept {
+  *at = nullptr;
+  if (length == 0) return Status::ok;
+  if (region == nullptr) return Status::invalid_argument;
+  RegionEntry* e = regions_.lookup(static_cast<base::Pool<RegionEntry>::Handle>(region->handle));
+  if (e == nullptr) return Status::invalid_argument;
+  if (offset > e->extent || length > e->extent - offset) return Status::invalid_argument;
+  ++e->pins;
+  *at = e->base + offset;
+  return Status::ok;
+}
+
+void Core::Impl::unpin(std::uint32_t region) noexcept {
+  if (region == 0) return;
+  RegionEntry* e = regions_.lookup(static_cast<base::Pool<RegionEntry>::Handle>(region));
+  if (e && e->pins > 0) --e->pins;
+}
+
+// --- message life ------------------------------------------------------------
+
+void Core::Impl::link(Gate& gate, SendMsg& m) noexcept {
+  m.live_prev = nullptr;
+  m.live_next = gate.sends;
+  if (gate.sends) gate.sends->live_prev = &m;
+  gate.sends = &m;
+}
+void Core::Impl::unlink(Gate& gate, SendMsg& m) noexcept {
+  if (m.live_prev)
+    m.live_prev->live_next = m.live_next;
+  else if (gate.sends == &m)
+    gate.sends = m.live_next;
+  if (m.live_next) m.live_next->live_prev = m.live_prev;
+  m.live_next = m.live_prev = nullptr;
+}
+void Core::Impl::link(Gate& gate, Incoming& in) noexcept {
+  in.live_prev = nullptr;
+  in.live_next = gate.recvs;
+  if (gate.recvs) gate.recvs->live_prev = &in;
+  gate.recvs = &in;
+}
+void Core::Impl::unlink(Gate& gate, Incoming& in) noexcept {
+  if (in.live_prev)
+    in.live_prev->live_next = in.live_next;
+  else if (gate.recvs == &in)
+    gate.recvs = in.live_next;
+  if (in.live_next) in.live_next->live_prev = in.live_prev;
+  in.live_next = in.live_prev = nullptr;
+}
+
+void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
+  m.state = SendState::completed;
+  if (m.cookie) {
+    Completion& c = completions_[(completion_head_ + completion_count_) % completions_.size()];
+    c = {clients_[static_cast<std::size_t>(m.upper)], m.cookie, status};
+    ++completion_count_;
+  }
+  unpin(m.region);
+  unlink(*m.gate, m);
+  sends_.release(&m);
+}
+
+void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
+  in.state = RecvState::completed;
+  if (in.cookie) {
+    Completion& c = completions_[(completion_head_ + completion_count_) % completions_.size()];
+    c = {clients_[static_cast<std::size_t>(in.upper)], in.cookie, status};
+    ++completion_count_;
+  }
+  unpin(in.region);
+  if (in.slot >= 0) in.gate->give_slot(in.slot);
+  if (in.credit_pending) owe_credit(*in.gate, in.priority);
+  unlink(*in.gate, in);
+  recvs_.release(&in);
+}
+
+Status Core::Impl::deliver(Gate& gate, const wire::FrameHeader& h,
+                           std::span<const std::byte> header, std::uint64_t length,
+                           Incoming& in) noexcept {
+  in.gate = &gate;
+  in.priority = h.priority;
+  in.upper = h.upper;
+  in.length = length;
+  in.credit_pending = true;
+  in.state = RecvState::parsing;
+  link(gate, in);
+  Client* client = clients_[static_cast<std::size_t>(h.upper)];
+  if (client == nullptr) {
+    // Nobody to parse it: clean it from the wire so the sender completes.
+    PIER_LOG(warn, "core", "message for unattached upper layer {} from rank {} dropped",
+             static_cast<int>(h.upper), gate.peer);
+    Status s =
+        in.rendezvous ? rdv_recv(in, nullptr, nullptr, 0) : eager_recv(in, nullptr, nullptr, 0);
+    return s;
+  }
+  Arrival a;
+  a.source = gate.peer;
+  a.priority = h.priority;
+  a.source_port = h.source_port;
+  a.destination_port = h.destination_port;
+  a.header = header;
+  a.length = length;
+  a.handle = &in;
+  parsing_ = &in;
+  parse_answered_ = false;
+  client->lib_parse(a);
+  parsing_ = nullptr;
+  // An answered message may already be released: only the flag is safe.
+  if (parse_answered_) return Status::ok;
+  // Deferred: keep the eager payload (the driver's buffer goes back now).
+  in.state = RecvState::deferred;
+  ++stats_.deferred_recvs;
+  if (!in.rendezvous && in.slot < 0 && in.length > 0) {
+    int s = gate.take_slot();
+    if (s < 0) {
+      PIER_LOG(error, "core", "rank {} overran its credits: no slot for a deferred packet",
+               gate.peer);
+      return Status::malformed;
+    }
+    std::memcpy(gate.slot(s), in.payload, in.length);
+    in.slot = s;
+    in.payload = gate.slot(s);
+  }
+  return Status::ok;
+}
+
+// --- Core facade --------------------------------------------------------------
+
+Core::Core(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Core::~Core() = default;
+
+Result<std::unique_ptr<Core>> Core::create(Rank rank, Rank size) {
+  if (size == 0 || rank >= size) return Status::invalid_argument;
+  auto impl = std::make_unique<Impl>(rank, size, Settings::from_config());
+  if (Status s = impl->bring_up_drivers(); s != Status::ok) return s;
+  return std::unique_ptr<Core>(new Core(std::move(impl)));
+}
+
+Result<std::unique_ptr<Core>> Core::from_bootstrap(boot::Bootstrap& boot) {
+  auto core = create(boot.rank(), boot.size());
+  if (!core) return core.status();
+  if (Status s = boot.put("core.address", (*core)->address()); s != Status::ok) return s;
+  if (Status s = boot.commit(); s != Status::ok) return s;
+  const auto deadline = base::Deadline::after_ms(60000);
+  if (Status s = boot.fence(deadline.time_point()); s != Status::ok) return s;
+  std::vector<std::vector<std::byte>> all;
+  for (Rank r = 0; r < boot.size(); ++r) {
+    auto a = boot.get(r, "core.address");
+    if (!a) return a.status();
+    all.push_back(std::move(*a));
+  }
+  if (Status s = (*core)->connect(all, deadline); s != Status::ok) return s;
+  return core;
+}
+
+const std::vector<std::byte>& Core::address() const noexcept {
+  return impl_->address_;
+}
+Status Core::connect(std::span<const std::vector<std::byte>> addresses, base::Deadline deadline) {
+  return impl_->connect(addresses, deadline);
+}
+Rank Core::rank() const noexcept {
+  return impl_->rank_;
+}
+Rank Core::size() const noexcept {
+  return impl_->size_;
+}
+const Settings& Core::settings() const noexcept {
+  return impl_->settings_;
+}
+
+Status Core::attach(wire::Upper upper, Client* client, std::size_t header_size) {
+  auto u = static_cast<std::size_t>(upper);
+  if (u >= wire::upper_limit || client == nullptr || header_size > max_upper_header)
+    return Status::invalid_argument;
+  if (impl_->clients_[u] != nullptr) return Status::in_use;
+  impl_->clients_[u] = client;
+  impl_->header_size_[u] = header_size;
+  return Status::ok;
+}
+
+Result<Region> Core::validate(void* base, std::size_t extent) noexcept {
+  if (base == nullptr && extent != 0) return Status::invalid_argument;
+  RegionEntry* e = impl_->regions_.acquire();
+  if (e == nullptr) return Status::no_resource;
+  e->base = static_cast<std::byte*>(base);
+  e->extent = extent;
+  Region r;
+  r.handle = static_cast<std::uint32_t>(impl_->regions_.handle_of(e));
+  r.base = e->base;
+  r.extent = extent;
+  return r;
+}
+
+Status Core::invalidate(const Region& region) noexcept {
+  auto h = static_cast<base::Pool<RegionEntry>::Handle>(region.handle);
+  RegionEntry* e = impl_->regions_.lookup(h);
+  if (e == nullptr) return Status::not_found;
+  if (e->pins != 0) return Status::in_use;
+  return impl_->regions_.release(h);
+}
+
+Status Core::write(const Region& region, std::size_t offset,
+                   std::span<const std::byte> src) noexcept {
+  RegionEntry* e =
+      impl_->regions_.lookup(static_cast<base::Pool<RegionEntry>::Handle>(region.handle));
+  if (e == nullptr || offset > e->extent || src.size() > e->extent - offset)
+    return Status::invalid_argument;
+  if (!src.empty()) std::memcpy(e->base + offset, src.data(), src.size());
+  return Status::ok;
+}
+
+Status Core::send(const SendArgs& a) noexcept {
+  Impl& I = *impl_;
+  if (!I.connected_) return Status::not_initialized;
+  if (a.peer >= I.size_ || a.priority >= wire::priority_count ||
+      static_cast<std::size_t>(a.upper) >= wire::upper_limit || a.header.size() > max_upper_header)
+    return Status::invalid_argument;
+  Gate& gate = *I.gates_[a.peer];
+  if (gate.state == GateState::failed) return gate.failure;
+  std::byte* data = nullptr;
+  if (Status s = I.pin(a.region, a.offset, a.length, &data); s != Status::ok) return s;
+  SendMsg* m = I.sends_.acquire();
+  if (m == nullptr) {
+    if (a.length) I.unpin(a.region->handle);
+    return Status::no_resource;
+  }
+  m->gate = &gate;
+  m->cookie = a.cookie;
+  m->upper = a.upper;
+  m->region = a.length ? a.region->handle : 0;
+  m->data = data;
+  m->length = a.length;
+  m->id = static_cast<std::uint32_t>(I.sends_.handle_of(m));
+  m->small.kind = SmallSend::Kind::message;
+  m->small.owner = m;
+  m->small.priority = a.priority;
+  I.link(gate, *m);
+  // What follows the frame (rts sub-header, then the upper header).
+  wire::FrameHeader h;
+  h.priority = a.priority;
+  h.upper = a.upper;
+  h.source_endpoint = I.rank_;
+  h.source_port = a.source_port;
+  h.destination_port = a.destination_port;
+  const std::size_t eager_size = wire::FrameHeader::size + a.header.size() + a.length;
+  m->rendezvous = eager_size > gate.send_limit;
+  h.type = m->rendezvous ? wire::PacketType::rts : wire::PacketType::eager;
+  std::size_t at = wire::FrameHeader::size;
+  if (m->rendezvous) {
+    wire::RtsHeader rts;
+    rts.message_id = m->id;
+    rts.total_length = a.length;
+    (void)wire::encode(rts, std::span(m->small.prefix).subspan(at));
+    at += wire::RtsHeader::size;
+  }
+  if (!a.header.empty()) std::memcpy(m->small.prefix.data() + at, a.header.data(), a.header.size());
+  at += a.header.size();
+  m->small.prefix_len = at;
+  h.payload_length =
+      static_cast<std::uint32_t>(at - wire::FrameHeader::size + (m->rendezvous ? 0 : a.length));
+  // The frame itself is written when posted (sequence and credits then).
+  m->small.frame = h;
+  m->small.payload = m->rendezvous ? nullptr : data;
+  m->small.payload_len = m->rendezvous ? 0 : a.length;
+  return m->rendezvous ? I.rdv_send(*m) : I.eager_send(*m);
+}
+
+Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t offset,
+                  std::size_t mlen, std::size_t rlen) noexcept {
+  (void)rlen;  // the sender's length rules; the LIB's rlen is what it read in its header
+  Impl& I = *impl_;
+  if (in == nullptr || !I.recvs_.owns(in)) return Status::invalid_argument;
+  if (in->state != RecvState::parsing && in->state != RecvState::deferred)
+    return Status::invalid_argument;
+  mlen = static_cast<std::size_t>(std::min<std::uint64_t>(mlen, in->length));
+  std::byte* dest = nullptr;
+  if (Status s = I.pin(region, offset, mlen, &dest); s != Status::ok) return s;
+  in->region = mlen ? region->handle : 0;
+  if (in == I.parsing_) I.parse_answered_ = true;
+  return in->rendezvous ? I.rdv_recv(*in, cookie, dest, mlen)
+                        : I.eager_recv(*in, cookie, dest, mlen);
+}
+
+Status Core::progress() noexcept {
+  return impl_->progress();
+}
+std::uint64_t Core::spin_ns() const noexcept {
+  return std::uint64_t{impl_->settings_.spin_us} * 1000;
+}
+void Core::sleep_briefly(base::Deadline deadline) noexcept {
+  impl_->sleep_briefly(deadline);
+}
+void Core::enter_critical() noexcept {
+  impl_->critical_.lock();
+}
+void Core::leave_critical() noexcept {
+  impl_->critical_.unlock();
+}
+
+Result<NodePid> Core::node_of(Rank rank) const {
+  if (rank >= impl_->peers_.size()) return Status::not_found;
+  return NodePid{impl_->peers_[rank].node, impl_->peers_[rank].pid};
+}
+
+Result<Rank> Core::rank_of(const NodePid& id) const {
+  for (Rank r = 0; r < impl_->peers_.size(); ++r)
+    if (impl_->peers_[r].node == id.node && impl_->peers_[r].pid == id.pid) return r;
+  return Status::not_found;
+}
+
+Stats Core::stats() const noexcept {
+  Stats s = impl_->stats_;
+  s.send_msgs_live = impl_->sends_.outstanding();
+  s.recv_msgs_live = impl_->recvs_.outstanding();
+  return s;
+}
+
+Result<GateInfo> Core::gate_info(Rank peer) const {
+  if (!impl_->connected_ || peer >= impl_->size_) return Status::not_found;
+  const Gate& g = *impl_->gates_[peer];
+  GateInfo info;
+  info.connected = g.state == GateState::connected;
+  info.failure = g.failure;
+  for (std::size_t i = 0; i < g.rails.size(); ++i) {
+    std::size_t at = (g.primary + i) % g.rails.size();
+    if (g.rails[at].state != RailState::dead) info.rails.push_back(g.rails[at].spec);
+  }
+  info.eager_limit =
+      g.send_limit > wire::FrameHeader::size ? g.send_limit - wire::FrameHeader::size : 0;
+  info.split_min = g.split_min;
+  for (std::size_t p = 0; p < wire::priority_count; ++p) info.credits[p] = g.prio[p].credits;
+  return info;
+}
+
+std::size_t Core::pending() const noexcept {
+  return impl_->sends_.outstanding() + impl_->recvs_.outstanding() + impl_->completion_count_;
+}
+
+}  // namespace pier::core

@@ -1,0 +1,217 @@
+// pier::core: gates (one per peer) holding rails (one driver context each),
+// the eager / rendezvous / multi-rail protocols, credit flow control,
+// ordering and the progress engine. docs/core.md describes the design.
+//
+// The LIB-side NAL contract of seeds 000/001, as the upper layers see it:
+//   - an upper layer (the Portals LIB, the port layer) attaches a Client for
+//     its wire::Upper value, giving its fixed header size;
+//   - send(): the core copies the upper header during the call, moves the
+//     payload from a validated Region, and calls lib_finalize(cookie) exactly
+//     once after the last byte left (never from inside send());
+//   - for each arriving eager or rts packet the core calls lib_parse() once;
+//     the client answers with exactly one recv() on the Arrival's handle,
+//     inside lib_parse or later; recv(handle, nullptr, nullptr, 0, 0, 0) is
+//     the "clean up the wire" form. A non-null cookie is finalized exactly
+//     once after the last byte landed (or with the error that ended it);
+//   - lib_finalize() and lib_parse() run only inside progress()/wait().
+//
+// Threads: a Core is driven by one thread at a time (src/nal's progress
+// thread serialises the calls). No call blocks except wait(), which takes a
+// deadline. Data-path calls allocate nothing: message states, staging slots
+// and control packets come from pools sized when the Core is made.
+#pragma once
+
+#include <pier/driver.hpp>
+#include <pier/result.hpp>
+#include <pier/status.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/clock.hpp"
+#include "wire/frame.hpp"
+
+namespace pier::boot {
+class Bootstrap;
+}
+
+namespace pier::core {
+
+using Rank = std::uint32_t;
+
+/// A translated address (seed 000): what validate() returns. The LIB keeps
+/// it and hands it back with offsets; the core checks every access against
+/// [base, base + extent) and that the region was not invalidated.
+struct Region {
+  std::uint32_t handle = 0;
+  std::byte* base = nullptr;
+  std::size_t extent = 0;
+};
+
+/// Where a node/pid pair lives, for the id mapping (rank <-> node/pid).
+struct NodePid {
+  std::string node;
+  std::uint32_t pid = 0;
+  bool operator==(const NodePid&) const = default;
+};
+
+class Incoming;  // opaque: the `private` of lib_parse
+
+/// What lib_parse sees of one arriving message.
+struct Arrival {
+  Rank source = 0;
+  std::uint8_t priority = 0;
+  std::uint16_t source_port = 0;
+  std::uint16_t destination_port = 0;
+  /// The upper header, valid only during lib_parse.
+  std::span<const std::byte> header;
+  /// Payload bytes the sender sends (the rlen of recv()).
+  std::uint64_t length = 0;
+  /// Pass unchanged to Core::recv() (R8).
+  Incoming* handle = nullptr;
+};
+
+/// The LIB-side callbacks of an upper layer.
+class Client {
+ public:
+  virtual ~Client() = default;
+  /// Once per arriving message; must lead to exactly one Core::recv().
+  virtual void lib_parse(const Arrival& arrival) noexcept = 0;
+  /// Exactly once per non-null cookie, after the message's last byte, with
+  /// ok or the error that ended it (broken, truncated, ...).
+  virtual void lib_finalize(void* cookie, Status status) noexcept = 0;
+};
+
+/// One send() call's arguments.
+struct SendArgs {
+  void* cookie = nullptr;  ///< may be null: nothing is finalized then (an ack)
+  Rank peer = 0;
+  std::uint8_t priority = 0;  ///< < wire::priority_count
+  std::uint16_t source_port = 0;
+  std::uint16_t destination_port = 0;
+  wire::Upper upper = wire::Upper::none;
+  std::span<const std::byte> header;  ///< copied during send()
+  const Region* region = nullptr;     ///< null only when length is 0
+  std::size_t offset = 0;
+  std::size_t length = 0;
+};
+
+/// Counters for tests and pier-info; all monotonic except the gauges.
+struct Stats {
+  std::uint64_t eager_sent = 0, rdv_sent = 0, eager_received = 0, rdv_received = 0;
+  std::uint64_t rtr_sent = 0, credit_packets = 0, reordered = 0, duplicates = 0;
+  std::uint64_t finalized = 0, deferred_recvs = 0, gates_failed = 0, rails_failed = 0;
+  std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
+};
+
+/// The thresholds and rails chosen for one peer.
+struct GateInfo {
+  bool connected = false;
+  Status failure = Status::ok;                       ///< ok while the gate is usable
+  std::vector<std::string> rails;                    ///< driver specs, primary first
+  std::size_t eager_limit = 0;                       ///< largest eager payload
+  std::size_t split_min = 0;                         ///< smallest message split over rails
+  std::uint32_t credits[wire::priority_count] = {};  ///< send credits now
+};
+
+/// Thresholds and choices as pier-info prints them.
+struct Settings {
+  std::string drivers;          ///< CORE_DRIVERS as read
+  bool eager_connect = false;   ///< CORE_CONNECT=eager
+  std::size_t eager_limit = 0;  ///< 0: from the driver's max_packet
+  std::size_t split_min = 0;
+  std::uint32_t credits = 0;
+  std::uint32_t send_msgs = 0, recv_msgs = 0;
+  std::uint32_t spin_us = 0;
+  std::uint32_t gap_limit_ms = 0;
+  static Settings from_config();
+};
+
+class Core {
+ public:
+  /// Brings up one context per driver named in CORE_DRIVERS (those that fail
+  /// are logged and skipped). Peers are given later with connect().
+  static Result<std::unique_ptr<Core>> create(Rank rank, Rank size);
+  /// create(), then the address exchange through `boot`, then connect().
+  static Result<std::unique_ptr<Core>> from_bootstrap(boot::Bootstrap& boot);
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  /// This process's address (every driver url, node, pid, credits), to give
+  /// the peers; opaque bytes.
+  const std::vector<std::byte>& address() const noexcept;
+  /// Every rank's address, indexed by rank (this one's included). Picks the
+  /// rails of each peer; connects lazily or eagerly (CORE_CONNECT).
+  Status connect(std::span<const std::vector<std::byte>> addresses,
+                 base::Deadline deadline = base::Deadline::after_ms(30000));
+
+  Rank rank() const noexcept;
+  Rank size() const noexcept;
+  const Settings& settings() const noexcept;
+
+  /// in_use when another client holds `upper`; invalid_argument for none or
+  /// a header larger than max_upper_header.
+  Status attach(wire::Upper upper, Client* client, std::size_t header_size);
+  static constexpr std::size_t max_upper_header = 192;
+
+  Result<Region> validate(void* base, std::size_t extent) noexcept;
+  /// in_use while an operation still uses the region; not_found when stale.
+  Status invalidate(const Region& region) noexcept;
+  /// The `write` callback: copies into a validated region (event slots).
+  Status write(const Region& region, std::size_t offset, std::span<const std::byte> src) noexcept;
+
+  /// ok: accepted, lib_finalize follows. Errors at once: invalid_argument,
+  /// broken (the peer's gate failed), no_resource (no message state left).
+  Status send(const SendArgs& args) noexcept;
+  /// Answers a lib_parse. ok, or invalid_argument (bad handle, second recv,
+  /// out of the region). mlen bytes land at region + offset; the rest of
+  /// rlen is cleaned from the wire. rlen is informative: the sender's length
+  /// rules.
+  Status recv(Incoming* handle, void* cookie, const Region* region, std::size_t offset,
+              std::size_t mlen, std::size_t rlen) noexcept;
+
+  /// Polls every rail once; runs callbacks. ok, or not_initialized.
+  Status progress() noexcept;
+  /// Progresses until `done()` is true or the deadline passes (timeout):
+  /// spins CORE_SPIN_US, then sleeps in the drivers' waits.
+  template <class Pred>
+  Status wait(Pred done, base::Deadline deadline) noexcept {
+    std::int64_t spin_until = base::now_ns() + static_cast<std::int64_t>(spin_ns());
+    while (!done()) {
+      if (Status s = progress(); s != Status::ok) return s;
+      if (done()) break;
+      if (deadline.expired()) return Status::timeout;
+      if (base::now_ns() > spin_until) sleep_briefly(deadline);
+    }
+    return Status::ok;
+  }
+
+  /// Critical sections (cb_cli / cb_sti): a lock the progress thread also
+  /// takes around each progress() call.
+  void enter_critical() noexcept;
+  void leave_critical() noexcept;
+
+  /// Id mapping.
+  Result<NodePid> node_of(Rank rank) const;
+  Result<Rank> rank_of(const NodePid& id) const;
+
+  Stats stats() const noexcept;
+  Result<GateInfo> gate_info(Rank peer) const;
+  /// Sends queued or in flight plus messages awaiting data: 0 when idle.
+  std::size_t pending() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit Core(std::unique_ptr<Impl> impl);
+  std::uint64_t spin_ns() const noexcept;
+  void sleep_briefly(base::Deadline deadline) noexcept;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pier::core

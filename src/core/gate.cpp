@@ -1,0 +1,238 @@
+// pier core: gates and rails: building them from the peer's address,
+// connecting (asynchronously), and failing over or failing when a rail breaks.
+//
+// Gate connection states: idle -> connecting -> connected, or failed. A rail
+// that breaks is marked dying at once (the driver may still be inside a call
+// that holds our packets) and reaped at the end of the gate's progress turn:
+// its instances are destroyed first, so no driver still refers to a packet,
+// then what it carried is settled: small packets are re-sent on the new
+// primary rail (the receiver drops duplicates by sequence), rendezvous chunks
+// are re-requested on a live rail by the receiver. With no rail left the
+// gate fails: every pending operation completes broken, later sends fail at
+// once, other gates are untouched.
+#include <algorithm>
+
+#include "base/log.hpp"
+#include "core/impl.hpp"
+
+namespace pier::core {
+
+Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
+  auto choices = parse_drivers(settings_.drivers);
+  if (!choices) return Status::invalid_argument;
+  auto chosen = choose_rails(*choices, local_, peer);
+  if (!chosen) return chosen.status();
+  gate.rails.reserve(chosen->size());
+  gate.send_limit = peer.recv_capacity;
+  for (const auto& [spec, index] : *chosen) {
+    auto d = std::find_if(drivers_.begin(), drivers_.end(),
+                          [&](const DriverSlot& s) { return s.spec == spec && s.index == index; });
+    auto u = std::find_if(peer.urls.begin(), peer.urls.end(),
+                          [&](const UrlEntry& e) { return e.spec == spec && e.index == index; });
+    if (d == drivers_.end() || u == peer.urls.end()) return Status::not_found;
+    Rail& r = gate.rails.emplace_back();
+    r.spec = spec;
+    r.context = d->context.get();
+    r.props = d->props;
+    r.remote_url = u->url;
+    if (!r.props.caps.recv_buf) r.rx_buf = std::make_unique<std::byte[]>(recv_capacity_);
+    if (r.props.caps.max_packet != 0)
+      gate.send_limit = std::min(gate.send_limit, r.props.caps.max_packet);
+  }
+  if (gate.send_limit < max_prefix + 1) return Status::unsupported;
+  gate.split_min = settings_.split_min;
+  gate.peer_credits = peer.credits;
+  for (Priority& p : gate.prio) {
+    p.credits = peer.credits;
+    p.stash.reserve(settings_.credits);
+  }
+  // Two slots per granted credit and priority: deferred packets and
+  // out-of-order ones never need more while the peer honours its credits.
+  const std::size_t slots = std::size_t{2} * settings_.credits;
+  gate.slot_bytes = recv_capacity_;
+  gate.slot_mem = std::make_unique<std::byte[]>(slots * gate.slot_bytes);
+  gate.free_slots.reserve(slots);
+  for (std::size_t i = slots; i-- > 0;) gate.free_slots.push_back(static_cast<int>(i));
+  return Status::ok;
+}
+
+void Core::Impl::start_connect(Gate& gate) noexcept {
+  if (gate.state != GateState::idle) return;
+  gate.state = GateState::connecting;
+  gate.last_heard_ns = base::now_ns();
+  for (Rail& r : gate.rails) {
+    auto small = r.context->open_instance(driver::Track::small);
+    auto large = r.context->open_instance(driver::Track::large);
+    if (!small || !large) {
+      r.state = RailState::dead;
+      PIER_LOG(warn, "core", "rail {} to rank {}: cannot open an instance", r.spec, gate.peer);
+      continue;
+    }
+    r.small = std::move(*small);
+    r.large = std::move(*large);
+    Status a = r.small->connect_async(r.remote_url);
+    Status b = is_success(a) ? r.large->connect_async(r.remote_url) : a;
+    if (!is_success(a) || !is_success(b)) {
+      PIER_LOG(warn, "core", "rail {} to rank {}: connect failed: {}", r.spec, gate.peer,
+               to_string(is_success(a) ? b : a));
+      r.small.reset();
+      r.large.reset();
+      r.state = RailState::dead;
+      continue;
+    }
+    r.state = RailState::connecting;
+  }
+  (void)step_connect(gate);
+}
+
+namespace {
+/// One instance's connection: true when up; `failed` set when it never will be.
+bool instance_up(driver::Instance& i, bool& up, Status& failed) noexcept {
+  if (up) return true;
+  Status s = i.connect_wait(driver::Clock::now());
+  if (s == Status::ok || s == Status::unsupported) return up = true;
+  if (s != Status::in_progress && s != Status::timeout) failed = s;
+  return false;
+}
+}  // namespace
+
+bool Core::Impl::step_connect(Gate& gate) noexcept {
+  if (gate.state == GateState::connected || gate.state == GateState::failed) return true;
+  if (gate.state == GateState::idle) start_connect(gate);
+  bool waiting = false;
+  for (Rail& r : gate.rails) {
+    if (r.state != RailState::connecting) continue;
+    Status failed = Status::ok;
+    bool a = instance_up(*r.small, r.small_up, failed);
+    bool b = instance_up(*r.large, r.large_up, failed);
+    if (failed != Status::ok) {
+      rail_failed(gate, r, failed);
+    } else if (a && b) {
+      r.state = RailState::connected;
+      PIER_LOG(debug, "core", "rail {} to rank {} connected", r.spec, gate.peer);
+    } else {
+      waiting = true;
+    }
+  }
+  reap(gate);
+  if (gate.state == GateState::failed) return true;
+  if (waiting) return false;
+  for (std::size_t i = 0; i < gate.rails.size(); ++i)
+    if (gate.rails[i].state == RailState::connected) {
+      gate.primary = static_cast<std::uint8_t>(i);
+      gate.state = GateState::connected;
+      gate.last_heard_ns = base::now_ns();
+      return true;
+    }
+  fail_gate(gate, Status::broken);
+  return true;
+}
+
+void Core::Impl::rail_failed(Gate& gate, Rail& rail, Status why) noexcept {
+  if (rail.dying || rail.state == RailState::dead) return;
+  rail.dying = true;
+  rail.why = why;
+  ++stats_.rails_failed;
+  PIER_LOG(warn, "core", "rail {} to rank {} failed: {}", rail.spec, gate.peer, to_string(why));
+  if (&gate.rails[gate.primary] != &rail) return;
+  for (std::size_t i = 0; i < gate.rails.size(); ++i) {
+    const Rail& r = gate.rails[i];
+    if (r.state == RailState::connected && !r.dying) {
+      gate.primary = static_cast<std::uint8_t>(i);
+      PIER_LOG(info, "core", "rank {}: small track fails over to rail {}", gate.peer, r.spec);
+      return;
+    }
+  }
+}
+
+void Core::Impl::reap(Gate& gate) noexcept {
+  bool any_dying = false;
+  for (Rail& r : gate.rails) any_dying |= r.dying;
+  if (!any_dying || in_progress_reap_) return;
+  in_progress_reap_ = true;
+  for (Rail& r : gate.rails) {
+    if (!r.dying) continue;
+    // First the instances: once destroyed, no driver refers to our packets.
+    r.small.reset();
+    r.large.reset();
+    r.rx_posted = false;
+    r.state = RailState::dead;
+    r.dying = false;
+    // Small packets in flight go back, in order, ahead of what waits: the
+    // receiver drops any that did arrive by their sequence.
+    std::array<Fifo<SmallSend, &SmallSend::next>, wire::priority_count> again;
+    Fifo<Ctrl, &Ctrl::next> ctrl_again;
+    while (SmallSend* s = r.inflight.pop()) {
+      if (s->kind == SmallSend::Kind::control) {
+        ctrl_again.push(static_cast<Ctrl*>(s->owner));
+      } else {
+        again[s->priority].push(s);
+      }
+    }
+    while (Ctrl* c = gate.ctrl_pending.pop()) ctrl_again.push(c);
+    gate.ctrl_pending = ctrl_again;
+    for (std::size_t p = 0; p < wire::priority_count; ++p) {
+      Fifo<SendMsg, &SendMsg::next> merged;
+      while (SmallSend* s = again[p].pop()) {
+        SendMsg* m = static_cast<SendMsg*>(s->owner);
+        m->state = SendState::queued;
+        merged.push(m);
+      }
+      while (SendMsg* m = gate.prio[p].pending.pop()) merged.push(m);
+      gate.prio[p].pending = merged;
+    }
+    while (Chunk* c = r.large_send.pop()) {
+      c->state = Chunk::State::lost;
+      SendMsg* m = static_cast<SendMsg*>(c->owner);
+      --m->active_chunks;
+      rdv_send_step(*m);
+    }
+    while (Chunk* c = r.large_recv.pop()) chunk_lost(*static_cast<Incoming*>(c->owner), *c);
+  }
+  in_progress_reap_ = false;
+  bool alive = false;
+  for (const Rail& r : gate.rails) alive |= r.state != RailState::dead;
+  if (!alive && gate.state != GateState::failed) fail_gate(gate, Status::broken);
+}
+
+void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {
+  if (gate.state == GateState::failed) return;
+  gate.state = GateState::failed;
+  gate.failure = scope_of(why) == Scope::op ? Status::broken : why;
+  ++stats_.gates_failed;
+  PIER_LOG(warn, "core", "rank {} unreachable ({}): pending operations fail", gate.peer,
+           to_string(why));
+  for (Rail& r : gate.rails) {
+    r.small.reset();
+    r.large.reset();
+    r.state = RailState::dead;
+    r.dying = false;
+    r.rx_posted = false;
+    while (SmallSend* s = r.inflight.pop())
+      if (s->kind == SmallSend::Kind::control) ctrls_.release(static_cast<Ctrl*>(s->owner));
+    while (r.large_send.pop()) {
+    }
+    while (r.large_recv.pop()) {
+    }
+  }
+  while (Ctrl* c = gate.ctrl_pending.pop()) ctrls_.release(c);
+  for (Priority& p : gate.prio) {
+    while (p.pending.pop()) {
+    }
+    for (Stashed& s : p.stash) gate.give_slot(s.slot);
+    p.stash.clear();
+  }
+  while (gate.sends) complete_send(*gate.sends, gate.failure);
+  // Messages the LIB has not answered yet stay until it calls recv(): R1
+  // wants exactly one recv per lib_parse. Eager ones still hold their data.
+  for (Incoming* in = gate.recvs; in;) {
+    Incoming* next = in->live_next;
+    if (in->state != RecvState::parsing && in->state != RecvState::deferred)
+      complete_recv(*in, gate.failure);
+    else if (in->rendezvous)
+      in->status = gate.failure;
+    in = next;
+  }
+}
+
+}  // namespace pier::core

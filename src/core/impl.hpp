@@ -1,0 +1,156 @@
+// pier core: Core::Impl, shared by the files of src/core. Each protocol
+// lives in its own file (eager.cpp, rendezvous.cpp, split.cpp); gate.cpp
+// connects and fails gates, small.cpp moves small-track packets and credits,
+// receive.cpp parses arriving packets, progress.cpp runs the engine.
+#pragma once
+
+#include <pier/driver.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/pool.hpp"
+#include "core/address.hpp"
+#include "core/core.hpp"
+#include "core/state.hpp"
+
+namespace pier::core {
+
+struct RegionEntry {
+  std::byte* base = nullptr;
+  std::size_t extent = 0;
+  std::uint32_t pins = 0;
+};
+
+/// One driver context this process brought up.
+struct DriverSlot {
+  std::string spec;  ///< "tcp", "fault:self"
+  std::uint8_t index = 0;
+  std::unique_ptr<driver::Context> context;
+  driver::Properties props;
+  std::vector<std::byte> url;
+};
+
+struct Completion {
+  Client* client = nullptr;
+  void* cookie = nullptr;
+  Status status = Status::ok;
+};
+
+class Core::Impl {
+ public:
+  Impl(Rank rank, Rank size, const Settings& settings);
+  ~Impl();
+
+  // --- set-up (core.cpp, gate.cpp) ---
+  Status bring_up_drivers();
+  Status connect(std::span<const std::vector<std::byte>> addresses, base::Deadline deadline);
+  Status build_gate(Gate& gate, const PeerAddress& peer);
+  /// Opens instances and calls connect_async on every rail of the gate.
+  void start_connect(Gate& gate) noexcept;
+  /// Drives connect_wait; true once the gate is connected or failed.
+  bool step_connect(Gate& gate) noexcept;
+
+  // --- failure (gate.cpp) ---
+  void rail_failed(Gate& gate, Rail& rail, Status why) noexcept;
+  /// Destroys the instances of dying rails and settles what they carried.
+  void reap(Gate& gate) noexcept;
+  void fail_gate(Gate& gate, Status why) noexcept;
+
+  // --- small track (small.cpp) ---
+  /// Posts one small packet on the primary rail: ok (done), in_progress
+  /// (in flight), no_resource (retry later) or the failure.
+  Status post_small(Gate& gate, SmallSend& s) noexcept;
+  void poll_inflight(Gate& gate, Rail& rail) noexcept;
+  void on_small_sent(Gate& gate, SmallSend& s, Status status) noexcept;
+  /// A control packet with its frame written, or nullptr when none is free.
+  Ctrl* new_ctrl(Gate& gate, wire::PacketType type, std::uint8_t priority,
+                 std::span<const std::byte> body, std::uint16_t rail_index = 0) noexcept;
+  void flush(Gate& gate) noexcept;
+
+  // --- receive (receive.cpp) ---
+  void poll_small_recv(Gate& gate, Rail& rail) noexcept;
+  /// One whole small packet. `stable`: the bytes outlive this call.
+  Status on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept;
+  /// An eager or rts packet in sequence. `slot`: the stash slot holding
+  /// it, or -1 while it sits in the driver's buffer.
+  Status on_ordered(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
+                    int slot) noexcept;
+  /// Gives back a receive slot's credit to the peer (piggybacked later).
+  void owe_credit(Gate& gate, std::uint8_t priority) noexcept;
+
+  // --- eager (eager.cpp) ---
+  Status eager_send(SendMsg& m) noexcept;
+  void eager_step(SendMsg& m) noexcept;
+  Status eager_arrival(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
+                       int slot) noexcept;
+  Status eager_recv(Incoming& in, void* cookie, std::byte* dest, std::size_t mlen) noexcept;
+
+  // --- rendezvous (rendezvous.cpp) ---
+  Status rdv_send(SendMsg& m) noexcept;
+  void rdv_send_step(SendMsg& m) noexcept;
+  Status rts_arrival(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
+                     int slot) noexcept;
+  Status rtr_arrival(Gate& gate, const wire::FrameHeader& h,
+                     std::span<const std::byte> payload) noexcept;
+  Status ack_arrival(Gate& gate, std::span<const std::byte> payload) noexcept;
+  Status rdv_recv(Incoming& in, void* cookie, std::byte* dest, std::size_t mlen) noexcept;
+  void rdv_recv_step(Incoming& in) noexcept;
+  void large_step(Gate& gate, Rail& rail) noexcept;
+  /// A receive-side chunk ended badly: re-request it on a live rail or fail.
+  void chunk_lost(Incoming& in, Chunk& c) noexcept;
+
+  // --- common message life (core.cpp) ---
+  Status deliver(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> header,
+                 std::uint64_t length, Incoming& in) noexcept;
+  void complete_send(SendMsg& m, Status status) noexcept;
+  void complete_recv(Incoming& in, Status status) noexcept;
+  void link(Gate& gate, SendMsg& m) noexcept;
+  void unlink(Gate& gate, SendMsg& m) noexcept;
+  void link(Gate& gate, Incoming& in) noexcept;
+  void unlink(Gate& gate, Incoming& in) noexcept;
+  void unpin(std::uint32_t region) noexcept;
+  Status pin(const Region* region, std::size_t offset, std::size_t length, std::byte** at) noexcept;
+
+  // --- progress (progress.cpp) ---
+  Status progress() noexcept;
+  void run_completions() noexcept;
+  void sleep_briefly(base::Deadline deadline) noexcept;
+
+  Rank rank_;
+  Rank size_;
+  Settings settings_;
+  std::vector<DriverSlot> drivers_;
+  LocalAddress local_;
+  std::vector<std::byte> address_;
+  std::vector<PeerAddress> peers_;
+  std::vector<std::unique_ptr<Gate>> gates_;
+  bool connected_ = false;
+  std::size_t recv_capacity_ = 0;  ///< largest small packet we accept
+
+  std::array<Client*, wire::upper_limit> clients_{};
+  std::array<std::size_t, wire::upper_limit> header_size_{};
+
+  base::Pool<SendMsg> sends_;
+  base::Pool<Incoming> recvs_;
+  base::Pool<Ctrl> ctrls_;
+  base::Pool<RegionEntry> regions_;
+  std::vector<Completion> completions_;  ///< ring, fixed capacity
+  std::size_t completion_head_ = 0;
+  std::size_t completion_count_ = 0;
+  std::uint64_t next_slot_id_ = 0;
+  bool in_progress_ = false;
+  bool in_progress_reap_ = false;
+  Incoming* parsing_ = nullptr;  ///< the message inside lib_parse now
+  bool parse_answered_ = false;  ///< recv() was called for it
+  Stats stats_;
+  std::mutex critical_;
+};
+
+}  // namespace pier::core

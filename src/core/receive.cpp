@@ -1,0 +1,146 @@
+// pier core: small-track arrivals. Each packet is decoded (never trusted),
+// its credits applied, and numbered packets (eager, rts, credit) delivered
+// in sequence per (gate, priority): a packet ahead of a hole waits in a slot,
+// a packet behind it is a duplicate and dropped. Anything malformed fails
+// the gate (the peer is broken), never the process.
+#include <cstring>
+
+#include "base/log.hpp"
+#include "core/impl.hpp"
+
+namespace pier::core {
+
+void Core::Impl::poll_small_recv(Gate& gate, Rail& rail) noexcept {
+  // A bounded batch, so one busy peer cannot starve the others.
+  for (int budget = 32; budget-- > 0;) {
+    if (rail.state != RailState::connected || rail.dying || gate.state == GateState::failed) return;
+    driver::Instance& inst = *rail.small;
+    Status s;
+    if (rail.props.caps.recv_buf) {
+      driver::Packet pkt;
+      Status st = inst.recv_poll(pkt);
+      if (st == Status::in_progress) return;
+      if (st != Status::ok) return rail_failed(gate, rail, st);
+      s = on_packet(gate, std::span<const std::byte>(pkt.buf, pkt.buf_len));
+      // N9: exactly once, after parsing; lib_parse copied what it wanted.
+      (void)inst.recv_buf_release(pkt);
+    } else {
+      if (!rail.rx_posted) {
+        rail.rx = driver::Packet{};
+        rail.rx_iov = {rail.rx_buf.get(), recv_capacity_};
+        rail.rx.set_iovec(&rail.rx_iov, 1);
+        Status st = inst.recv_post(rail.rx);
+        if (st == Status::no_resource) return;
+        if (!is_success(st)) return rail_failed(gate, rail, st);
+        rail.rx_posted = true;
+      }
+      Status st = inst.recv_poll(rail.rx);
+      if (st == Status::in_progress) return;
+      rail.rx_posted = false;
+      if (st == Status::truncated) {
+        s = Status::malformed;  // larger than the capacity we advertised
+      } else if (st != Status::ok) {
+        return rail_failed(gate, rail, st);
+      } else {
+        s = on_packet(gate, std::span<const std::byte>(rail.rx_buf.get(), rail.rx.length));
+      }
+    }
+    if (s != Status::ok) {
+      PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
+      return fail_gate(gate, s);
+    }
+  }
+}
+
+Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept {
+  auto frame = wire::FrameHeader::decode(bytes);
+  if (!frame) return frame.status();
+  const wire::FrameHeader& h = *frame;
+  if (h.payload_length != bytes.size() - wire::FrameHeader::size) return Status::malformed;
+  if (h.source_endpoint != gate.peer) return Status::malformed;
+  const auto payload = bytes.subspan(wire::FrameHeader::size);
+  switch (h.type) {
+    case wire::PacketType::rtr:
+      return h.credit_return ? Status::malformed : rtr_arrival(gate, h, payload);
+    case wire::PacketType::ack:
+      return h.credit_return ? Status::malformed : ack_arrival(gate, payload);
+    case wire::PacketType::eager:
+    case wire::PacketType::rts:
+    case wire::PacketType::credit:
+      break;
+    case wire::PacketType::data:
+    case wire::PacketType::driver_local:
+      return Status::malformed;  // the core sends neither on a small track
+  }
+  Priority& p = gate.prio[h.priority];
+  const auto ahead = static_cast<std::int32_t>(h.sequence - p.recv_seq);
+  if (ahead < 0) {
+    ++stats_.duplicates;
+    return Status::ok;
+  }
+  if (ahead > 0) {
+    // Wait for the hole to fill; a peer honouring its credits never has
+    // more packets in flight than we have slots.
+    if (static_cast<std::uint32_t>(ahead) > 4 * settings_.credits) return Status::malformed;
+    for (const Stashed& st : p.stash)
+      if (st.sequence == h.sequence) {
+        ++stats_.duplicates;
+        return Status::ok;
+      }
+    if (p.stash.size() == p.stash.capacity()) return Status::malformed;
+    const int slot = gate.take_slot();
+    if (slot < 0 || bytes.size() > gate.slot_bytes) return Status::malformed;
+    std::memcpy(gate.slot(slot), bytes.data(), bytes.size());
+    if (p.stash.empty()) p.stash_since_ns = base::now_ns();
+    p.stash.push_back({h.sequence, slot, bytes.size()});
+    ++stats_.reordered;
+    return Status::ok;
+  }
+  Status s = on_ordered(gate, h, payload, -1);
+  if (s != Status::ok) return s;
+  // Anything stashed that is now in sequence.
+  for (bool found = true; found && !p.stash.empty();) {
+    found = false;
+    for (std::size_t i = 0; i < p.stash.size(); ++i) {
+      if (p.stash[i].sequence != p.recv_seq) continue;
+      const Stashed st = p.stash[i];
+      p.stash[i] = p.stash.back();
+      p.stash.pop_back();
+      const std::span<const std::byte> held(gate.slot(st.slot), st.len);
+      auto hh = wire::FrameHeader::decode(held);
+      if (!hh) {
+        gate.give_slot(st.slot);
+        return Status::malformed;
+      }
+      s = on_ordered(gate, *hh, held.subspan(wire::FrameHeader::size), st.slot);
+      if (s != Status::ok) return s;
+      found = true;
+      break;
+    }
+  }
+  p.stash_since_ns = p.stash.empty() ? 0 : base::now_ns();
+  return Status::ok;
+}
+
+Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
+                              std::span<const std::byte> payload, int slot) noexcept {
+  Priority& p = gate.prio[h.priority];
+  ++p.recv_seq;
+  // Credits never exceed what the peer was granted: more is a lie.
+  if (h.credit_return > gate.peer_credits - p.credits) {
+    gate.give_slot(slot);
+    return Status::malformed;
+  }
+  p.credits += h.credit_return;
+  switch (h.type) {
+    case wire::PacketType::eager:
+      return eager_arrival(gate, h, payload, slot);
+    case wire::PacketType::rts:
+      return rts_arrival(gate, h, payload, slot);
+    default:
+      gate.give_slot(slot);
+      return Status::ok;
+  }
+}
+
+}  // namespace pier::core

@@ -1,0 +1,224 @@
+// pier core: the internal state: message states, control packets, rails,
+// gates. Everything here comes from pools or arrays sized at set-up.
+#pragma once
+
+#include <pier/driver.hpp>
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/core.hpp"
+#include "core/list.hpp"
+#include "wire/frame.hpp"
+
+namespace pier::core {
+
+struct Gate;
+struct Rail;
+struct SendMsg;
+
+inline constexpr std::size_t max_rails = 4;
+/// A rendezvous is cut into at most this many chunks (one per rail, plus
+/// re-requests after a rail failed).
+inline constexpr std::size_t max_chunks = 2 * max_rails;
+/// Frame + rts + the largest upper header: what precedes eager payload.
+inline constexpr std::size_t max_prefix =
+    wire::FrameHeader::size + wire::RtsHeader::size + Core::max_upper_header;
+
+/// One packet on a small track: the prefix bytes (frame, sub-header, upper
+/// header) and at most one payload piece.
+struct SmallSend {
+  enum class Kind : std::uint8_t { message, control };
+  Kind kind = Kind::message;
+  void* owner = nullptr;  ///< the SendMsg or Ctrl
+  SmallSend* next = nullptr;
+  driver::Packet pkt;
+  std::array<::iovec, 2> iov{};
+  std::size_t prefix_len = 0;
+  const std::byte* payload = nullptr;
+  std::size_t payload_len = 0;
+  wire::FrameHeader frame;          ///< written into prefix at each post
+  std::uint16_t credit_return = 0;  ///< piggybacked; given back if the post fails
+  std::uint8_t priority = 0;
+  bool sequenced = false;  ///< holds its sequence (and credit) since a first post
+  alignas(8) std::array<std::byte, max_prefix> prefix{};
+};
+
+/// A control packet: rtr, ack or credit.
+struct Ctrl {
+  Ctrl* next = nullptr;
+  SmallSend send;
+};
+
+/// One large-track transfer of [offset, offset + length) of a message.
+struct Chunk {
+  enum class State : std::uint8_t { unused, queued, posted, done, lost };
+  State state = State::unused;
+  bool rtr_sent = false;  ///< receiver side: the ready-to-receive left
+  std::uint8_t rail = 0;
+  Chunk* next = nullptr;
+  void* owner = nullptr;  ///< SendMsg (send side) or Incoming (receive side)
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  driver::Packet pkt;
+  ::iovec iov{};
+};
+
+/// Sender-side states; eager.cpp and rendezvous.cpp hold the tables.
+enum class SendState : std::uint8_t {
+  queued,     ///< waiting for a credit or the small track
+  posted,     ///< eager packet or rts handed to the driver
+  sent,       ///< eager: the driver is done with the packet
+  wait_rtr,   ///< rts out; chunks are sent as rtrs arrive, until the ack
+  completed,  ///< finalize queued, state released
+};
+
+struct SendMsg {
+  SendMsg* next = nullptr;       ///< the priority's pending FIFO
+  SendMsg* live_next = nullptr;  ///< the gate's list of live sends
+  SendMsg* live_prev = nullptr;
+  Gate* gate = nullptr;
+  void* cookie = nullptr;
+  wire::Upper upper = wire::Upper::none;
+  bool rendezvous = false;
+  bool acked = false;
+  SendState state = SendState::queued;
+  Status status = Status::ok;
+  std::uint32_t region = 0;  ///< pinned region handle, 0 for none
+  std::uint64_t id = 0;      ///< message_id on the wire
+  const std::byte* data = nullptr;
+  std::uint64_t length = 0;
+  std::uint8_t active_chunks = 0;
+  std::array<Chunk, max_chunks> chunks{};
+  SmallSend small;
+};
+
+/// Receiver-side states of a message announced by lib_parse.
+enum class RecvState : std::uint8_t {
+  parsing,    ///< inside lib_parse, recv() not called yet
+  deferred,   ///< lib_parse returned without recv(): the packet waits in a slot
+  receiving,  ///< rendezvous chunks outstanding
+  acking,     ///< all data in; the ack to the sender waits for a control packet
+  completed,
+};
+
+}  // namespace pier::core
+
+namespace pier::core {
+
+class Incoming {
+ public:
+  Incoming* live_next = nullptr;
+  Incoming* live_prev = nullptr;
+  Gate* gate = nullptr;
+  RecvState state = RecvState::parsing;
+  bool rendezvous = false;
+  std::uint8_t priority = 0;
+  wire::Upper upper = wire::Upper::none;
+  Status status = Status::ok;
+  std::uint64_t sender_id = 0;
+  std::uint64_t length = 0;  ///< rlen: what the sender sends
+  /// Eager payload: in the driver's buffer during lib_parse, else in `slot`.
+  const std::byte* payload = nullptr;
+  int slot = -1;
+  bool credit_pending = false;  ///< the packet's credit returns with recv()
+  void* cookie = nullptr;
+  std::uint32_t region = 0;
+  std::byte* dest = nullptr;
+  std::uint64_t mlen = 0;
+  std::uint8_t active_chunks = 0;
+  std::uint8_t used_chunks = 0;
+  wire::AckResult ack_result = wire::AckResult::ok;
+  std::array<Chunk, max_chunks> chunks{};
+};
+
+enum class RailState : std::uint8_t { idle, connecting, connected, dead };
+
+struct Rail {
+  std::string spec;
+  driver::Context* context = nullptr;
+  driver::Properties props;
+  std::vector<std::byte> remote_url;
+  std::unique_ptr<driver::Instance> small;
+  std::unique_ptr<driver::Instance> large;
+  RailState state = RailState::idle;
+  bool small_up = false, large_up = false;
+  bool dying = false;  ///< failed; instances are destroyed at the next reap
+  Status why = Status::ok;
+  // small-track receive into a core buffer (drivers without recv_buf)
+  driver::Packet rx;
+  ::iovec rx_iov{};
+  std::unique_ptr<std::byte[]> rx_buf;
+  bool rx_posted = false;
+  Fifo<SmallSend, &SmallSend::next> inflight;
+  Fifo<Chunk, &Chunk::next> large_send;
+  Fifo<Chunk, &Chunk::next> large_recv;
+};
+
+/// Out-of-order packets of one priority, waiting for the gap to fill.
+struct Stashed {
+  std::uint32_t sequence = 0;
+  int slot = -1;
+  std::size_t len = 0;
+};
+
+struct Priority {
+  std::uint32_t credits = 0;  ///< packets we may still send to the peer
+  std::uint32_t owed = 0;     ///< receive slots freed, not yet given back
+  std::uint32_t send_seq = 0;
+  std::uint32_t recv_seq = 0;
+  Fifo<SendMsg, &SendMsg::next> pending;
+  std::vector<Stashed> stash;       ///< capacity reserved at set-up
+  std::int64_t stash_since_ns = 0;  ///< when the oldest hole opened
+};
+
+enum class GateState : std::uint8_t { idle, connecting, connected, failed };
+
+struct Gate {
+  Rank peer = 0;
+  GateState state = GateState::idle;
+  Status failure = Status::ok;
+  std::vector<Rail> rails;  ///< reserved at set-up, never reallocated
+  std::uint8_t primary = 0;
+  std::array<Priority, wire::priority_count> prio;
+  Fifo<Ctrl, &Ctrl::next> ctrl_pending;
+  std::uint32_t peer_credits = 0;  ///< what the peer granted per priority
+  std::size_t send_limit = 0;      ///< largest small packet the peer takes
+  std::size_t eager_limit = 0;     ///< largest eager payload (without upper header)
+  std::size_t split_min = 0;
+  std::int64_t last_heard_ns = 0;
+  bool acks_waiting = false;  ///< an incoming message waits for a control packet
+  // staging slots: deferred and out-of-order packets
+  std::size_t slot_bytes = 0;
+  std::unique_ptr<std::byte[]> slot_mem;
+  std::vector<int> free_slots;
+  SendMsg* sends = nullptr;   ///< live sends (doubly linked)
+  Incoming* recvs = nullptr;  ///< live incoming messages
+
+  std::byte* slot(int index) noexcept {
+    return slot_mem.get() + static_cast<std::size_t>(index) * slot_bytes;
+  }
+  int take_slot() noexcept {
+    if (free_slots.empty()) return -1;
+    int s = free_slots.back();
+    free_slots.pop_back();
+    return s;
+  }
+  void give_slot(int s) noexcept {
+    if (s >= 0) free_slots.push_back(s);
+  }
+  Rail* primary_rail() noexcept {
+    return primary < rails.size() && rails[primary].state == RailState::connected &&
+                   !rails[primary].dying
+               ? &rails[primary]
+               : nullptr;
+  }
+};
+
+}  // namespace pier::core
