@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
@@ -46,6 +47,9 @@ struct Table {
   std::atomic<std::uint32_t> sequence{0};  // odd while configure() rewrites
   std::atomic<std::uint8_t> fallback{static_cast<std::uint8_t>(Level::warn)};
   std::atomic<std::uint32_t> count{0};
+  // The most verbose level of any tag: most disabled messages stop here,
+  // before the table is searched.
+  std::atomic<std::uint8_t> loudest{static_cast<std::uint8_t>(Level::warn)};
   std::array<Slot, max_tags> slots{};
 };
 
@@ -145,6 +149,11 @@ void apply(const Parsed& p, bool from_environment) noexcept {
     table.slots[i].level.store(static_cast<std::uint8_t>(p.tags[i].second),
                                std::memory_order_release);
   }
+  Level loudest = p.fallback;
+  for (std::size_t i = 0; i < p.count; ++i) loudest = std::max(loudest, p.tags[i].second);
+  // relaxed: a reader racing with configure() may use the old or the new
+  // bound, as it may see the old or the new levels.
+  table.loudest.store(static_cast<std::uint8_t>(loudest), std::memory_order_relaxed);
   // release: a reader that acquires this even sequence sees every entry.
   table.sequence.store(sequence + 2, std::memory_order_release);
   // release: pairs with ensure_init's acquire.
@@ -231,6 +240,8 @@ std::string_view to_string(Level level) noexcept {
 bool enabled(std::string_view tag, Level level) noexcept {
   if (level == Level::off) return false;
   ensure_init();
+  if (static_cast<std::uint8_t>(level) > table.loudest.load(std::memory_order_relaxed))
+    return false;
   return static_cast<int>(level) <= static_cast<int>(level_of(tag));
 }
 

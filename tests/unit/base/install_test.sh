@@ -45,7 +45,7 @@ pc_dir=$(dirname "$(find "$tmp/prefix" -name pier.pc | head -1)")
 export PKG_CONFIG_PATH="$pc_dir"
 flags=$(pkg-config --cflags --libs pier)
 # shellcheck disable=SC2086 # flags are words
-"$cxx" $extra "$tmp/user.cpp" -o "$tmp/user_pc" $flags
+"$cxx" -std=c++20 $extra "$tmp/user.cpp" -o "$tmp/user_pc" $flags
 libdir=$(pkg-config --variable=libdir pier)
 PIER_LOG=info LD_LIBRARY_PATH="$libdir" "$tmp/user_pc" | tee "$tmp/out_pc"
 grep -q "PIER_LOG=info" "$tmp/out_pc"

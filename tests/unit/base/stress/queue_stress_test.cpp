@@ -103,7 +103,7 @@ TEST(MpscQueueStress, EveryElementOnceInOrderPerProducer) {
   EXPECT_TRUE(valid);
   EXPECT_TRUE(in_order);
   EXPECT_EQ(received, producers * per_producer);
-  for (int p = 0; p < producers; ++p) EXPECT_EQ(next[p], per_producer) << p;
+  for (std::size_t p = 0; p < next.size(); ++p) EXPECT_EQ(next[p], per_producer) << p;
   std::uint64_t extra;
   EXPECT_FALSE(q.try_pop(extra));
 }
