@@ -73,14 +73,14 @@ Deadline Bench::phase_deadline() const {
 
 std::size_t Bench::latency_iters(std::size_t size) const {
   if (params_.iters) return params_.iters;
-  // About 64 MiB per direction for large sizes, at most 1000 round trips.
-  return std::clamp<std::size_t>((std::size_t{64} << 20) / std::max<std::size_t>(size, 1), 10,
-                                 1000);
+  // About 32 MiB per direction for large sizes, at most 1000 round trips:
+  // the default sweep over shm and tcp then stays well under a minute.
+  return std::clamp<std::size_t>((std::size_t{32} << 20) / std::max<std::size_t>(size, 1), 5, 1000);
 }
 
 std::size_t Bench::stream_count(std::size_t size) const {
   if (params_.iters) return params_.iters;
-  return std::clamp<std::size_t>((std::size_t{256} << 20) / std::max<std::size_t>(size, 1), 16,
+  return std::clamp<std::size_t>((std::size_t{128} << 20) / std::max<std::size_t>(size, 1), 8,
                                  20000);
 }
 

@@ -15,6 +15,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -197,6 +200,27 @@ std::vector<std::string> default_drivers(bool threads) {
   return out;
 }
 
+/// In thread mode, puts the two roles on two different CPUs when allowed:
+/// otherwise the scheduler may stack both spinning threads on one CPU.
+/// Returns the CPU ids used, empty when not pinned.
+std::vector<int> pick_two_cpus() {
+  ::cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) cpus.clear();
+  return cpus;
+}
+
+void pin_this_thread(int cpu) {
+  ::cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  (void)::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+}
+
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
@@ -273,7 +297,13 @@ int main(int argc, char** argv) {
   if (threads) {
     ThreadSlots slots;
     std::string peer_fatal;
+    const auto cpus = pick_two_cpus();
+    if (!cpus.empty()) {
+      pin_this_thread(cpus[0]);
+      report.thread_cpus = cpus;
+    }
     std::thread peer([&] {
+      if (!cpus.empty()) pin_this_thread(cpus[1]);
       ThreadExchanger ex(slots, 1);
       (void)run_role(1, 2, ex, drivers, params, &peer_fatal);
     });

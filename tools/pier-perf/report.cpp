@@ -26,7 +26,11 @@ std::string host_name() {
 }  // namespace
 
 void print_table(const RunReport& report) {
-  fmt::print("pier-perf: mode {}, {} ({} ranks, bootstrap {}){}\n", report.mode, report.placement,
+  const std::string where =
+      report.thread_cpus.size() == 2
+          ? fmt::format("threads on cpus {} and {}", report.thread_cpus[0], report.thread_cpus[1])
+          : report.placement;
+  fmt::print("pier-perf: mode {}, {} ({} ranks, bootstrap {}){}\n", report.mode, where,
              report.ranks, report.bootstrap, report.params.verify ? ", data verified" : "");
   for (const auto& d : report.drivers) {
     if (!d.ran) {
@@ -60,6 +64,7 @@ std::string to_json(const RunReport& report) {
   root["host"] = host_name();
   root["mode"] = report.mode;
   root["placement"] = report.placement;
+  if (!report.thread_cpus.empty()) root["thread_cpus"] = report.thread_cpus;
   root["ranks"] = report.ranks;
   root["bootstrap"] = report.bootstrap;
   root["verify"] = report.params.verify;

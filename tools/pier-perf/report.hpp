@@ -22,8 +22,9 @@ struct DriverReport {
 };
 
 struct RunReport {
-  std::string mode = "driver";  ///< later: "core", "portals", "port"
-  std::string placement;        ///< "processes" (pier-run) or "threads" (singleton)
+  std::string mode = "driver";   ///< later: "core", "portals", "port"
+  std::string placement;         ///< "processes" (pier-run) or "threads" (singleton)
+  std::vector<int> thread_cpus;  ///< threads placement: the CPUs of roles 0 and 1
   std::uint32_t ranks = 0;
   std::string bootstrap;
   Params params;
