@@ -3,6 +3,7 @@
 // lost element fails the test instead of hanging it. Run under TSan by
 // `ctest -L tsan`.
 #include "base/clock.hpp"
+#include "base/config.hpp"
 #include "base/log.hpp"
 #include "base/mpsc_queue.hpp"
 #include "base/spsc_queue.hpp"
@@ -130,6 +131,34 @@ TEST(LogStress, ConfigureWhileOtherThreadsLog) {
   for (auto& t : readers) t.join();
   EXPECT_GE(seen_enabled.load(), before + 100);
   EXPECT_TRUE(pier::log::configure("warn"));
+}
+
+TEST(ConfigStress, SetGetAndDumpFromManyThreads) {
+  // The registry is a set-up path guarded by a mutex; TSan checks it is.
+  static const pier::config::IntKey key{"TESTSTRESS_VALUE", 1, 1, 1000, "stress"};
+  Deadline deadline = Deadline::after_ms(deadline_ms);
+  std::atomic<bool> bad_value{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300 && !deadline.expired(); ++i) {
+        if (t == 0) {
+          if (pier::config::set("TESTSTRESS_VALUE", std::to_string(1 + i % 999)) !=
+              pier::Status::ok)
+            bad_value = true;
+        } else if (t == 1) {
+          std::int64_t v = key.get();
+          if (v < 1 || v > 1000) bad_value = true;
+        } else {
+          if (pier::config::dump().empty()) bad_value = true;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(bad_value.load());
+  EXPECT_EQ(pier::config::unset("TESTSTRESS_VALUE"), pier::Status::ok);
+  EXPECT_EQ(key.get(), 1);
 }
 
 }  // namespace
