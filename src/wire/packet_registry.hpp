@@ -24,7 +24,9 @@
 //               calls on_done(ctx, next), which may point `next` at more
 //               room; when nothing remains on_done is the completion call;
 //         discard: the parser drops the rest of the packet.
-//   Bytes left with no room for them is a handler bug: Status::internal.
+//   Bytes left with no room for them is a handler bug: Status::internal, as
+//   is a `consumed` set by on_done (it applies to the head only).
+//   A handler or on_done must not feed the parser that called it.
 //
 // Threads: a table may be read by many parsers at once once registration is
 // done; a parser belongs to one stream and one thread at a time.
