@@ -2,6 +2,7 @@
 #include "drivers/shm/codec.hpp"
 
 #include "wire/bytes.hpp"
+#include "wire/frame.hpp"
 
 #include <fmt/format.h>
 
@@ -34,7 +35,38 @@ void put_magic(std::span<std::byte> out, const std::array<std::byte, 4>& magic) 
   std::copy(magic.begin(), magic.end(), out.begin());
 }
 
+static_assert(control_prefix == wire::driver_local_prefix);
+
+/// Writes the prefix of a control message; the body follows it.
+void put_prefix(std::span<std::byte> out, LocalType type, std::size_t body) noexcept {
+  // Cannot fail: the buffer holds the prefix and the body is small.
+  (void)wire::encode_driver_local(static_cast<std::uint16_t>(type),
+                                  static_cast<std::uint32_t>(body), out);
+}
+
 }  // namespace
+
+Result<Control> decode_control(std::span<const std::byte> msg) noexcept {
+  Result<wire::FrameHeader> frame = wire::FrameHeader::decode(msg);
+  if (!frame) return frame.status();
+  if (frame->type != wire::PacketType::driver_local ||
+      frame->payload_length != msg.size() - wire::FrameHeader::size)
+    return Status::malformed;
+  Result<wire::DriverLocalHeader> local =
+      wire::DriverLocalHeader::decode(msg.subspan(wire::FrameHeader::size));
+  if (!local) return local.status();
+  if (local->length != msg.size() - control_prefix) return Status::malformed;
+  if (local->subtype < static_cast<std::uint16_t>(LocalType::hello) ||
+      local->subtype > static_cast<std::uint16_t>(LocalType::wake))
+    return Status::malformed;
+  return Control{static_cast<LocalType>(local->subtype), msg.subspan(control_prefix)};
+}
+
+std::array<std::byte, control_prefix> encode_wake() noexcept {
+  std::array<std::byte, control_prefix> out{};
+  put_prefix(out, LocalType::wake, 0);
+  return out;
+}
 
 std::vector<std::byte> encode_url(const Url& url) {
   std::vector<std::byte> out(Url::size);
@@ -67,13 +99,14 @@ std::string socket_name(std::uint32_t pid, std::uint64_t nonce) {
   return fmt::format("pier-shm-{}-{:016x}", pid, nonce);
 }
 
-std::array<std::byte, Hello::size> encode_hello(const Hello& h) noexcept {
-  std::array<std::byte, Hello::size> out{};
-  std::span<std::byte> o(out);
+std::array<std::byte, control_prefix + Hello::size> encode_hello(const Hello& h) noexcept {
+  std::array<std::byte, control_prefix + Hello::size> out{};
+  put_prefix(out, LocalType::hello, Hello::size);
+  std::span<std::byte> o = std::span<std::byte>(out).subspan(control_prefix);
   put_magic(o, hello_magic);
   store_u8(o, 4, codec_version);
   store_u8(o, 5, static_cast<std::uint8_t>(h.track));
-  std::copy(h.url.begin(), h.url.end(), out.begin() + 8);
+  std::copy(h.url.begin(), h.url.end(), o.begin() + 8);
   store_u32(o, 64, h.ring_lines);
   store_u32(o, 68, h.max_packet);
   store_u64(o, 72, h.segment_size);
@@ -94,9 +127,10 @@ Result<Hello> decode_hello(std::span<const std::byte> in) noexcept {
   return h;
 }
 
-std::array<std::byte, Reply::size> encode_reply(const Reply& r) noexcept {
-  std::array<std::byte, Reply::size> out{};
-  std::span<std::byte> o(out);
+std::array<std::byte, control_prefix + Reply::size> encode_reply(const Reply& r) noexcept {
+  std::array<std::byte, control_prefix + Reply::size> out{};
+  put_prefix(out, LocalType::reply, Reply::size);
+  std::span<std::byte> o = std::span<std::byte>(out).subspan(control_prefix);
   put_magic(o, reply_magic);
   store_u8(o, 4, codec_version);
   store_u8(o, 5, static_cast<std::uint8_t>(r.answer));

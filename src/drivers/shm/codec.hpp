@@ -7,13 +7,16 @@
 //                 value (u64). The listening socket is the abstract name
 //                 "pier-shm-<pid>-<nonce>"; the probe word lets a peer test
 //                 single copy into this process without asking it.
+// Messages on the control socket are seed-003 driver-local packets: the
+// src/wire frame and DriverLocalHeader (32 B, encode_driver_local()) with a
+// subtype below, then the body. One message per SOCK_SEQPACKET record.
 //   hello  (80 B) connector -> acceptor, with the segment's memfd attached:
 //                 magic "psHL", version, track, 2 reserved, the connector's
 //                 url (56), ring lines (u32), max packet (u32), segment size
 //                 (u64).
 //   reply  (8 B)  acceptor -> connector: magic "psRP", version, answer
 //                 (0 accepted, 1 in use, 2 rejected), 2 reserved.
-//   wake   (1 B)  either way: "look at the rings again" (see docs/shm.md).
+//   wake   (0 B)  either way: "look at the rings again" (see docs/shm.md).
 //   rdv    (40 B) in Packet::rdv_data: kind (1 = single copy), 3 reserved,
 //                 iovec count (u32), token (u64), address (u64: the buffer
 //                 when count is 1, else the receiver's iovec array),
@@ -35,6 +38,19 @@
 namespace pier::drivers::shm {
 
 inline constexpr std::uint8_t codec_version = 1;
+
+/// Driver-local subtypes on the control socket.
+enum class LocalType : std::uint16_t { hello = 1, reply = 2, wake = 3 };
+/// Frame plus wrapper before every control body.
+inline constexpr std::size_t control_prefix = 32;
+
+/// A control message split into its subtype and body.
+struct Control {
+  LocalType type = LocalType::wake;
+  std::span<const std::byte> body;
+};
+/// Checks the frame and wrapper; malformed for anything else.
+Result<Control> decode_control(std::span<const std::byte> msg) noexcept;
 
 struct Url {
   static constexpr std::size_t size = 56;
@@ -59,7 +75,7 @@ struct Hello {
   std::uint32_t max_packet = 0;
   std::uint64_t segment_size = 0;
 };
-std::array<std::byte, Hello::size> encode_hello(const Hello& h) noexcept;
+std::array<std::byte, control_prefix + Hello::size> encode_hello(const Hello& h) noexcept;
 Result<Hello> decode_hello(std::span<const std::byte> bytes) noexcept;
 
 enum class Answer : std::uint8_t { accepted = 0, in_use = 1, rejected = 2 };
@@ -67,10 +83,10 @@ struct Reply {
   static constexpr std::size_t size = 8;
   Answer answer = Answer::accepted;
 };
-std::array<std::byte, Reply::size> encode_reply(const Reply& r) noexcept;
+std::array<std::byte, control_prefix + Reply::size> encode_reply(const Reply& r) noexcept;
 Result<Reply> decode_reply(std::span<const std::byte> bytes) noexcept;
 
-inline constexpr std::byte wake_byte{0x57};
+std::array<std::byte, control_prefix> encode_wake() noexcept;
 
 struct Rdv {
   static constexpr std::size_t size = 40;

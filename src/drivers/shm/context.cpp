@@ -154,13 +154,16 @@ bool ShmContext::taken(std::span<const std::byte> url, driver::Track track,
 }
 
 bool ShmContext::read_hello(Pending& p) noexcept {
-  std::array<std::byte, Hello::size + 8> buf{};
+  std::array<std::byte, control_prefix + Hello::size + 8> buf{};
   Result<Received> r = recv_message(p.sock.get(), buf);
   if (!r || r->eof) return false;
   if (r->none) return true;
-  Result<Hello> h = decode_hello(std::span<const std::byte>(buf.data(), r->len));
+  Result<Control> msg = decode_control(std::span<const std::byte>(buf.data(), r->len));
+  Result<Hello> h = msg && msg->type == LocalType::hello ? decode_hello(msg->body)
+                                                         : Result<Hello>(Status::malformed);
   if (!h || !r->fd.valid()) {
-    PIER_LOG(warn, "shm", "dropping a connection with a malformed hello");
+    PIER_LOG(warn, "shm", "dropping a connection with a malformed hello ({} bytes, {})", r->len,
+             r->fd.valid() ? to_string(h.status()) : "no segment attached");
     return false;
   }
   p.has_hello = true;

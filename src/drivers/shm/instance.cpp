@@ -248,7 +248,7 @@ Status ShmInstance::usable() noexcept {
 void ShmInstance::drain_socket() noexcept {
   if (!sock_.valid()) return;
   for (int i = 0; i < 256; ++i) {
-    std::array<std::byte, 16> buf{};
+    std::array<std::byte, control_prefix + 16> buf{};
     Result<Received> r = recv_message(sock_.get(), buf);
     if (!r || r->eof) {
       fail(Status::broken);
@@ -257,9 +257,10 @@ void ShmInstance::drain_socket() noexcept {
       return;
     }
     if (r->none) return;
-    if (r->len == 1 && buf[0] == wake_byte) continue;
-    if (r->len == Reply::size && reply_pending_) {
-      Result<Reply> reply = decode_reply(std::span<const std::byte>(buf.data(), r->len));
+    Result<Control> msg = decode_control(std::span<const std::byte>(buf.data(), r->len));
+    if (msg && msg->type == LocalType::wake) continue;
+    if (msg && msg->type == LocalType::reply && reply_pending_) {
+      Result<Reply> reply = decode_reply(msg->body);
       if (reply && reply->answer == Answer::accepted) {
         reply_pending_ = false;
         continue;
@@ -276,7 +277,8 @@ void ShmInstance::drain_socket() noexcept {
 }
 
 void ShmInstance::wake_peer() noexcept {
-  if (sock_.valid()) (void)send_message(sock_.get(), std::span<const std::byte>(&wake_byte, 1));
+  static const std::array<std::byte, control_prefix> wake = encode_wake();
+  if (sock_.valid()) (void)send_message(sock_.get(), wake);
 }
 
 void ShmInstance::watch(int delta) noexcept {
