@@ -9,6 +9,8 @@
 //   boot_probe sleep                 exchange, then sleep (signal tests)
 //   boot_probe badversion            speak boot protocol version 9 to
 //                                    pier-run and print its refusal
+//   boot_probe badlib R              rank R says hello as pier 9.9.9; the
+//                                    others run the exchange
 // Prints "probe rank R: ..." lines; exits 0 on success, 2 when the exchange
 // failed (the bootstrap's error is printed), 1 on wrong data or usage.
 #include "boot/boot.hpp"
@@ -63,17 +65,24 @@ int exchange(Bootstrap& boot, int fence_seconds) {
   return 0;
 }
 
-/// Connects like a rank from a future pier and prints pier-run's answer.
-int bad_version(long my_rank) {
+/// Connects like a rank from another pier and prints pier-run's answer:
+/// with `library` empty it speaks protocol version 9; otherwise it speaks
+/// version 1 but claims that library version.
+int bad_version(long my_rank, long size, const std::string& library) {
   auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   if (!address || fd < 0 ||
       ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
     return 2;
   // Length 0, version 9, then bytes this version would not understand.
-  const std::byte frame[8] = {std::byte{0}, std::byte{0},    std::byte{0},    std::byte{0},
-                              std::byte{9}, std::byte{0xee}, std::byte{0xee}, std::byte{0xee}};
-  if (::write(fd, frame, sizeof frame) != static_cast<::ssize_t>(sizeof frame)) return 2;
+  std::vector<std::byte> frame = {std::byte{0}, std::byte{0},    std::byte{0},    std::byte{0},
+                                  std::byte{9}, std::byte{0xee}, std::byte{0xee}, std::byte{0xee}};
+  if (!library.empty()) {
+    frame = pier::boot::proto::encode_hello({static_cast<std::uint32_t>(my_rank),
+                                             static_cast<std::uint32_t>(size),
+                                             static_cast<std::uint32_t>(::getpid()), library});
+  }
+  if (::write(fd, frame.data(), frame.size()) != static_cast<::ssize_t>(frame.size())) return 2;
   pier::boot::proto::FrameReader reader;
   std::byte buf[4096];
   for (;;) {
@@ -106,7 +115,10 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
-  if (mode == "badversion") return bad_version(my_rank);
+  const char* env_size = std::getenv("PIER_RUN_SIZE");
+  const long size = env_size ? std::strtol(env_size, nullptr, 10) : 1;
+  if (mode == "badversion") return bad_version(my_rank, size, "");
+  if (mode == "badlib" && my_rank == target) return bad_version(my_rank, size, "9.9.9");
   auto boot = Bootstrap::open();
   if (!boot) {
     fmt::print("probe rank {}: open failed: {}\n", my_rank, pier::to_string(boot.status()));

@@ -80,6 +80,18 @@ TEST(PierRun, ForeignProtocolVersionIsRefusedClearly) {
       << o.output;
 }
 
+TEST(PierRun, RanksOfDifferentPierVersionsAreRefused) {
+  // Rank 1 claims pier 9.9.9. Whichever rank says hello second is refused,
+  // naming both versions; the job fails either way.
+  const Outcome o = launch({"badlib", "1"}, 2);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "runs pier 9.9.9 but rank 0 runs pier") ||
+              has(o, "runs pier 0.1.0 but rank 1 runs pier 9.9.9") ||
+              has(o, "but rank 1 runs pier 9.9.9"))
+      << o.output;
+}
+
 TEST(PierRun, ForwardsSigtermToTheRanks) {
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH,   "-n",   "2", "--timeout", "30", "--tag-output",

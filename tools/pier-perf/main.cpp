@@ -237,6 +237,11 @@ int main(int argc, char** argv) {
       "Run as `pier-run -n 2 pier-perf ...` (two processes), or alone (two threads)."};
   std::string driver_list, size_list, min_text = "1", max_text = "16M", json_path, csv_path;
   Params params;
+  std::string mode = "driver";
+  app.add_option("--mode", mode,
+                 "what to measure: driver (the raw driver interface; core, portals and port "
+                 "modes come with those layers)")
+      ->check(CLI::IsMember({"driver"}));
   app.add_option("--driver", driver_list, "comma-separated driver specs (default: all usable)");
   app.add_option("--sizes", size_list, "comma-separated sizes, suffixes K, M, G");
   app.add_option("--min", min_text, "smallest size of the power-of-two sweep");
@@ -289,6 +294,7 @@ int main(int argc, char** argv) {
   const auto drivers = driver_list.empty() ? default_drivers(threads) : split(driver_list);
 
   RunReport report;
+  report.mode = mode;
   report.placement = threads ? "threads" : "processes";
   report.ranks = 2;
   report.bootstrap = std::string((*boot)->method());
