@@ -7,7 +7,8 @@
 //              1-byte ack; bare: back-to-back send() of each message, the
 //              receiver drains with 4 MiB recv() calls.
 // Each figure is the median of --reps repetitions, with min and max.
-// usage: tcp_bench [--reps N] [--cpus A,B]
+// usage: tcp_bench [--reps N] [--cpus A,B] [--lat S1,S2..] [--bw S1,S2..]
+//   (an empty list, e.g. --bw "", skips that part)
 #include "drivers/tcp/tcp.hpp"
 
 #include <arpa/inet.h>
@@ -35,8 +36,8 @@ using pier::driver::Packet;
 using pier::driver::Track;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t lat_sizes[] = {8, 4096, 65536};
-constexpr std::size_t bw_sizes[] = {65536, 1048576};
+std::vector<std::size_t> lat_sizes = {8, 4096, 65536};
+std::vector<std::size_t> bw_sizes = {65536, 1048576};
 constexpr std::size_t bw_total = 256u << 20;
 
 int cpu_parent = 0;
@@ -139,7 +140,7 @@ double bare_latency_us(std::size_t size) {
 }
 
 double bare_bandwidth_gbs(std::size_t size) {
-  const std::size_t count = bw_total / size;
+  const std::size_t count = std::max<std::size_t>(1, bw_total / size);
   std::vector<char> buf(std::max<std::size_t>(size, 4u << 20), 5);
   pid_t pid = 0;
   const int fd = bare_pair(
@@ -273,7 +274,7 @@ double pier_latency_us(std::size_t size) {
 }
 
 double pier_bandwidth_gbs(std::size_t size) {
-  const std::size_t count = bw_total / size;
+  const std::size_t count = std::max<std::size_t>(1, bw_total / size);
   pid_t pid = 0;
   Node n = pier_pair(
       Track::large,
@@ -351,8 +352,18 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--cpus" && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%d,%d", &cpu_parent, &cpu_child) != 2) die("--cpus A,B");
+    } else if ((arg == "--lat" || arg == "--bw") && i + 1 < argc) {
+      std::vector<std::size_t>& list = arg == "--lat" ? lat_sizes : bw_sizes;
+      list.clear();
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(p, &end, 0);
+        if (end == p || v == 0) die("sizes are positive numbers separated by commas");
+        list.push_back(static_cast<std::size_t>(v));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else {
-      std::fprintf(stderr, "usage: tcp_bench [--reps N] [--cpus A,B]\n");
+      std::fprintf(stderr, "usage: tcp_bench [--reps N] [--cpus A,B] [--lat S,..] [--bw S,..]\n");
       return 2;
     }
   }
