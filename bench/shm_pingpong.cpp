@@ -8,7 +8,7 @@
 //     bytes), with single copy and with the pipelined copy through cells.
 // Each figure is the median of --reps runs, with min and max.
 //
-// usage: shm_pingpong [--iters N] [--reps R] [--cpus A,B]
+// usage: shm_pingpong [--iters N] [--reps R] [--cpus A,B] [--only latency|bandwidth]
 #include "drivers/shm/shm.hpp"
 
 #include "base/config.hpp"
@@ -44,6 +44,7 @@ int cpu_a = 0;
 int cpu_b = 1;
 long iters = 200000;
 int reps = 5;
+std::string only;
 const std::size_t sizes[] = {64 * 1024, 1024 * 1024, 16 * 1024 * 1024};
 
 double now_s() {
@@ -328,8 +329,11 @@ int main(int argc, char** argv) {
   std::printf("shm_pingpong: cores %d,%d, %ld round trips, median of %d runs (min, max)\n\n", cpu_a,
               cpu_b, iters, reps);
   std::printf("| measure | median | min | max | unit |\n|---|---|---|---|---|\n");
-  row("bare ping-pong, one line per side, one-way", "ns", bare_pingpong_ns);
-  row("pier shm 8 B one-way latency", "ns", pier_latency_ns);
+  if (only != "bandwidth") {
+    row("bare ping-pong, one line per side, one-way", "ns", bare_pingpong_ns);
+    row("pier shm 8 B one-way latency", "ns", pier_latency_ns);
+  }
+  if (only == "latency") return 0;
   for (std::size_t size : sizes) {
     const std::string k = std::to_string(size / 1024) + " KiB";
     row(("memcpy " + k).c_str(), "GB/s", [&] { return memcpy_gbps(size); });
