@@ -137,9 +137,11 @@ Result<pier::driver::Properties> SelfContext::properties(const pier::driver::Hin
   caps.rdv_data = true;
   caps.max_packet = core_->settings.cell_bytes;
   caps.needs_rdv = false;
-  // Nominal figures for rail selection: a memcpy within one process.
-  props.profile.latency_ns = 100;
-  props.profile.bandwidth_mbps = 10000;
+  // For rail selection. Measured on the development machine (release build,
+  // post + poll of both ends): 0.24 us for 8 bytes, 5.7 to 24 GB/s for 64 KiB
+  // to 16 MiB; rounded down, as the copy shares the memory bus with the app.
+  props.profile.latency_ns = 250;
+  props.profile.bandwidth_mbps = 5000;
   return props;
 }
 
