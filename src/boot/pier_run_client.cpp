@@ -59,13 +59,11 @@ class PierRunClient final : public Bootstrap {
     const auto start = Clock::now();
     ++epoch_;
     if (Status s = send(proto::encode_fence(epoch_), deadline); s != Status::ok) return s;
-    for (;;) {
-      auto frame = receive(deadline);
-      if (!frame && frame.status() == Status::timeout) return fence_timed_out(start);
-      if (!frame) return frame.status();
-      if (frame->header.type == proto::Type::fence_done) return apply(*frame);
-      return unexpected(*frame);
-    }
+    auto frame = receive(deadline);
+    if (!frame && frame.status() == Status::timeout) return fence_timed_out(start);
+    if (!frame) return frame.status();
+    if (frame->header.type == proto::Type::fence_done) return apply(*frame);
+    return unexpected(*frame);
   }
 
  private:

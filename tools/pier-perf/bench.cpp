@@ -63,7 +63,6 @@ Bench::Bench(Link& link, int role, const Params& params)
   for (auto s : params_.sizes) largest = std::max(largest, s);
   send_buf_.assign(largest, std::byte{0x5a});
   recv_buf_.assign(largest, std::byte{0});
-  samples_.reserve(1000);
 }
 
 Deadline Bench::phase_deadline() const {
@@ -84,9 +83,11 @@ std::size_t Bench::stream_count(std::size_t size) const {
                                  20000);
 }
 
-Failure Bench::sync() {
+Failure Bench::sync(std::uint64_t* count) {
   const Deadline deadline = phase_deadline();
   ctrl_out_[0] = kind_sync;
+  const std::uint64_t mine = count ? *count : 0;
+  std::memcpy(ctrl_out_.data() + 8, &mine, sizeof mine);
   std::size_t got = 0;
   if (role_ == 0) {
     if (Failure f = link_.send(link_.small(), ctrl_out_, deadline)) return f;
@@ -99,7 +100,20 @@ Failure Bench::sync() {
     return {Status::malformed,
             fmt::format("sync: unexpected control message ({} bytes, kind {}): peers out of step",
                         got, std::to_integer<int>(ctrl_in_[0]))};
+  // Role 0 decides the counts; role 1 takes what it was told. Both run on
+  // the same host, so the native byte order is shared.
+  if (count && role_ == 1) std::memcpy(count, ctrl_in_.data() + 8, sizeof *count);
   return {};
+}
+
+std::size_t Bench::calibrated(std::size_t fallback, double budget_s, double per_item_s,
+                              std::size_t floor) const {
+  if (params_.iters) return params_.iters;
+  if (per_item_s <= 0) return fallback;
+  const double fit = budget_s / per_item_s;
+  return std::clamp<std::size_t>(
+      fit >= static_cast<double>(fallback) ? fallback : static_cast<std::size_t>(fit),
+      std::min(floor, fallback), fallback);
 }
 
 Failure Bench::check(std::size_t size, std::size_t got) {
@@ -147,7 +161,10 @@ Failure Bench::run_size(std::size_t size, SizeResult& out) {
   }
   if (Failure f = sync()) return f;
   if (Failure f = latency(size, out)) return f;
-  const std::size_t count = stream_count(size);
+  // A streamed message costs at most about a one-way latency; role 0's
+  // choice reaches role 1 through the sync that opens each repetition.
+  const std::size_t count =
+      calibrated(stream_count(size), stream_budget_s, out.latency_median_us * 1e-6, 8);
   std::vector<double> rates;
   for (int rep = 0; rep < params_.repetitions; ++rep) {
     double seconds = 0;
@@ -166,28 +183,41 @@ Failure Bench::run_size(std::size_t size, SizeResult& out) {
 }
 
 Failure Bench::latency(std::size_t size, SizeResult& out) {
-  const std::size_t iters = latency_iters(size);
-  const std::size_t warmup = std::max<std::size_t>(2, iters / 10);
+  const std::size_t planned = latency_iters(size);
+  const std::size_t warmup = std::max<std::size_t>(2, planned / 10);
   const Deadline deadline = phase_deadline();
-  samples_.clear();
   Op& in = ops_[0];
-  for (std::size_t i = 0; i < warmup + iters; ++i) {
-    const auto t0 = Clock::now();
+  auto round_trip = [&]() -> Failure {
     if (role_ == 0) {
       // The pong's receive is posted before the ping leaves, so its arrival
       // never waits for us.
       if (Failure f = post_data_recv(in, size, deadline)) return f;
       if (Failure f = send_data(size, deadline)) return f;
-      if (Failure f = link_.wait(in, deadline, "pong")) return f;
-    } else {
-      if (Failure f = post_data_recv(in, size, deadline)) return f;
-      if (Failure f = link_.wait(in, deadline, "ping")) return f;
-      if (Failure f = send_data(size, deadline)) return f;
+      return link_.wait(in, deadline, "pong");
     }
+    if (Failure f = post_data_recv(in, size, deadline)) return f;
+    if (Failure f = link_.wait(in, deadline, "ping")) return f;
+    return send_data(size, deadline);
+  };
+  const auto w0 = Clock::now();
+  for (std::size_t i = 0; i < warmup; ++i) {
+    if (Failure f = round_trip()) return f;
+    if (Failure f = check(size, in.pkt.length)) return f;
+  }
+  // The warm-up also times a round trip, so that a slow driver or a loaded
+  // host does not turn the default count into minutes.
+  const double per_rt =
+      std::chrono::duration<double>(Clock::now() - w0).count() / static_cast<double>(warmup);
+  std::uint64_t iters = calibrated(planned, latency_budget_s, per_rt, 5);
+  if (Failure f = sync(&iters)) return f;
+  samples_.clear();
+  samples_.reserve(iters);  // before the clock starts: no allocation while timing
+  for (std::uint64_t i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    if (Failure f = round_trip()) return f;
     const auto t1 = Clock::now();
     if (Failure f = check(size, in.pkt.length)) return f;
-    if (i >= warmup)
-      samples_.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2);
+    samples_.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2);
   }
   out.latency_samples = samples_.size();
   out.latency_min_us = samples_.empty() ? 0 : *std::min_element(samples_.begin(), samples_.end());
@@ -195,8 +225,8 @@ Failure Bench::latency(std::size_t size, SizeResult& out) {
   return {};
 }
 
-Failure Bench::stream(std::size_t size, std::size_t count, double* seconds) {
-  if (Failure f = sync()) return f;
+Failure Bench::stream(std::size_t size, std::uint64_t count, double* seconds) {
+  if (Failure f = sync(&count)) return f;
   if (role_ == 1) return stream_recv(size, count);
   const auto t0 = Clock::now();
   Failure f =

@@ -56,15 +56,20 @@ class Bench {
 
   Failure run_size(std::size_t size, SizeResult& out);
   Failure run_rate(RateResult& out);
-  /// One round trip of a control message; both roles call it.
-  Failure sync();
+  /// One round trip of a control message; both roles call it. With
+  /// `count`, role 0's value is handed to role 1 (the agreed iteration count).
+  Failure sync(std::uint64_t* count = nullptr);
 
   static constexpr std::size_t window = 64;
+  /// Time budgets of the default counts: a phase stops growing its count
+  /// once it would take longer than this (measured on the warm-up).
+  static constexpr double latency_budget_s = 0.5;
+  static constexpr double stream_budget_s = 0.25;
 
  private:
   Failure latency(std::size_t size, SizeResult& out);
   /// Streams `count` messages from role 0 to role 1; role 0 gets the time.
-  Failure stream(std::size_t size, std::size_t count, double* seconds);
+  Failure stream(std::size_t size, std::uint64_t count, double* seconds);
   Failure stream_small_send(std::size_t size, std::size_t count);
   Failure stream_large_send(std::size_t size, std::size_t count);
   Failure stream_recv(std::size_t size, std::size_t count);
@@ -77,6 +82,10 @@ class Bench {
   Deadline phase_deadline() const;
   std::size_t latency_iters(std::size_t size) const;
   std::size_t stream_count(std::size_t size) const;
+  /// `fallback`, or fewer items when each takes `per_item_s` and the budget
+  /// would be exceeded (never fewer than `floor`); --iters overrides.
+  std::size_t calibrated(std::size_t fallback, double budget_s, double per_item_s,
+                         std::size_t floor) const;
 
   Link& link_;
   int role_;

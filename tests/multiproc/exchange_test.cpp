@@ -1,0 +1,133 @@
+// tests/multiproc: pier-run's exchange rules (tools/pier-run/exchange.cpp)
+// driven directly with frames: no processes, no sockets.
+#include "exchange.hpp"
+
+#include <gtest/gtest.h>
+
+namespace pier::run {
+namespace {
+
+namespace proto = boot::proto;
+
+proto::Frame frame_of(const std::vector<std::byte>& bytes) {
+  proto::FrameReader reader;
+  reader.append(bytes);
+  auto f = reader.next();
+  EXPECT_TRUE(f && *f);
+  return std::move(**f);
+}
+
+proto::Type type_of(const Outgoing& o) {
+  return frame_of(o.frame).header.type;
+}
+
+class ExchangeTest : public ::testing::Test {
+ protected:
+  Exchange ex{3, "0.1.0"};
+  std::vector<Outgoing> out;
+
+  void hello(int conn, std::uint32_t rank, std::string version = "0.1.0", std::uint32_t size = 3) {
+    ex.on_frame(conn, frame_of(proto::encode_hello({rank, size, 100 + rank, version})), out);
+  }
+  void fence(int conn, std::uint32_t epoch) {
+    ex.on_frame(conn, frame_of(proto::encode_fence(epoch)), out);
+  }
+};
+
+TEST_F(ExchangeTest, FenceCompletesWhenEveryRankJoinedAndCarriesAllEntries) {
+  for (int r = 0; r < 3; ++r) hello(10 + r, static_cast<std::uint32_t>(r));
+  ASSERT_EQ(out.size(), 3u);
+  for (auto& o : out) EXPECT_EQ(type_of(o), proto::Type::welcome);
+  out.clear();
+  std::vector<proto::Entry> mine{{0, "url", {std::byte{7}}}};
+  ex.on_frame(11, frame_of(proto::encode_commit(mine)), out);
+  fence(10, 1);
+  fence(11, 1);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(ex.pending_summary(),
+            "fence 1 waiting for rank 2 connected but did not enter the fence");
+  fence(12, 1);
+  ASSERT_EQ(out.size(), 3u);
+  for (auto& o : out) {
+    auto done = proto::decode_fence_done(frame_of(o.frame).body);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->epoch, 1u);
+    ASSERT_EQ(done->entries.size(), 1u);
+    EXPECT_EQ(done->entries[0].rank, 1u);  // the server, not the client, names the rank
+    EXPECT_EQ(done->entries[0].key, "url");
+  }
+  EXPECT_EQ(ex.pending_summary(), "");
+}
+
+TEST_F(ExchangeTest, QueryNamesMissingRanksByReason) {
+  hello(10, 0);
+  hello(11, 1);
+  out.clear();
+  fence(10, 1);
+  ex.on_frame(10, frame_of(proto::encode_query(1)), out);
+  ASSERT_EQ(out.size(), 1u);
+  auto reply = proto::decode_query_reply(frame_of(out[0].frame).body);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->ranks, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(reply->text,
+            "waiting for rank 2 never connected to the exchange; rank 1 connected but did not "
+            "enter the fence");
+}
+
+TEST_F(ExchangeTest, ARankThatLeavesFailsThePendingFenceAtOnce) {
+  hello(10, 0);
+  hello(11, 1);
+  hello(12, 2);
+  out.clear();
+  fence(10, 1);
+  ex.on_disconnect(12, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].conn, 10);
+  auto failed = proto::decode_fence_failed(frame_of(out[0].frame).body);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->text, "rank 2 ended before joining fence 1");
+  out.clear();
+  fence(11, 1);  // a later arrival learns the same at once
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(type_of(out[0]), proto::Type::fence_failed);
+}
+
+TEST_F(ExchangeTest, BadHellosAreRefusedAndClosed) {
+  hello(10, 5);              // rank beyond the job
+  hello(11, 0, "0.1.0", 4);  // wrong size
+  hello(12, 0);              // fine
+  hello(13, 0);              // rank 0 again
+  hello(14, 1, "0.2.0");     // another pier build
+  ASSERT_EQ(out.size(), 5u);
+  for (int i : {0, 1, 3, 4}) {
+    EXPECT_EQ(type_of(out[i]), proto::Type::error) << i;
+    EXPECT_TRUE(out[i].close_after) << i;
+  }
+  EXPECT_EQ(type_of(out[2]), proto::Type::welcome);
+  auto err = proto::decode_error(frame_of(out[4].frame).body);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->why, proto::Refusal::version_mismatch);
+  EXPECT_EQ(err->text, "rank 1 (pid 101) runs pier 0.2.0 but rank 0 runs pier 0.1.0");
+}
+
+TEST_F(ExchangeTest, ProtocolViolationsAreRefusedNotTrusted) {
+  fence(10, 1);  // before any hello
+  hello(11, 0);
+  fence(11, 7);                                             // wrong epoch
+  ex.on_frame(11, frame_of(proto::encode_welcome()), out);  // a server-only type
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(type_of(out[0]), proto::Type::error);
+  EXPECT_EQ(type_of(out[1]), proto::Type::welcome);
+  EXPECT_EQ(type_of(out[2]), proto::Type::error);
+  EXPECT_EQ(type_of(out[3]), proto::Type::error);
+  // A truncated commit body.
+  proto::Frame bad = frame_of(proto::encode_commit({}));
+  bad.body = {std::byte{5}};
+  out.clear();
+  ex.on_frame(11, bad, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(type_of(out[0]), proto::Type::error);
+}
+
+}  // namespace
+}  // namespace pier::run
