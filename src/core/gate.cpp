@@ -7,7 +7,10 @@
 // its instances are destroyed first, so no driver still refers to a packet,
 // then what it carried is settled: small packets are re-sent on the new
 // primary rail (the receiver drops duplicates by sequence), rendezvous chunks
-// are re-requested on a live rail by the receiver. With no rail left the
+// are re-requested on a live rail by the receiver. Packets the dead rail
+// reported sent but never delivered cannot be recovered (no retransmission
+// below the core): the peer sees the hole and the gate fails, never hangs.
+// With no rail left the
 // gate fails: every pending operation completes broken, later sends fail at
 // once, other gates are untouched.
 #include <algorithm>
@@ -46,9 +49,9 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
     p.credits = peer.credits;
     p.stash.reserve(settings_.credits);
   }
-  // Two slots per granted credit and priority: deferred packets and
-  // out-of-order ones never need more while the peer honours its credits.
-  const std::size_t slots = std::size_t{2} * settings_.credits;
+  // Per priority: one slot per granted credit (deferred packets) and one
+  // per stash entry (packets ahead of a hole).
+  const std::size_t slots = std::size_t{2} * wire::priority_count * settings_.credits;
   gate.slot_bytes = recv_capacity_;
   gate.slot_mem = std::make_unique<std::byte[]>(slots * gate.slot_bytes);
   gate.free_slots.reserve(slots);
@@ -192,7 +195,12 @@ void Core::Impl::reap(Gate& gate) noexcept {
   in_progress_reap_ = false;
   bool alive = false;
   for (const Rail& r : gate.rails) alive |= r.state != RailState::dead;
-  if (!alive && gate.state != GateState::failed) fail_gate(gate, Status::broken);
+  if (!alive && gate.state != GateState::failed) return fail_gate(gate, Status::broken);
+  // A probe per priority on the new primary: if the dead rail swallowed
+  // packets it had reported sent, the peer sees the hole now (and fails the
+  // gate after CORE_GAP_LIMIT_MS) instead of waiting for a packet forever.
+  for (std::uint8_t p = 0; p < wire::priority_count; ++p)
+    if (Ctrl* c = new_ctrl(gate, wire::PacketType::credit, p, {})) gate.ctrl_pending.push(c);
 }
 
 void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {

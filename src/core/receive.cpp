@@ -1,7 +1,7 @@
 // pier core: small-track arrivals. Each packet is decoded (never trusted),
-// its credits applied, and numbered packets (eager, rts, credit) delivered
-// in sequence per (gate, priority): a packet ahead of a hole waits in a slot,
-// a packet behind it is a duplicate and dropped. Anything malformed fails
+// its credits applied, and delivered in sequence per (gate, priority): a
+// packet ahead of a hole waits in a slot, a packet behind it is a duplicate
+// and dropped; a hole older than CORE_GAP_LIMIT_MS fails the gate. Anything malformed fails
 // the gate (the peer is broken), never the process.
 #include <cstring>
 
@@ -59,19 +59,8 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
   if (h.payload_length != bytes.size() - wire::FrameHeader::size) return Status::malformed;
   if (h.source_endpoint != gate.peer) return Status::malformed;
   const auto payload = bytes.subspan(wire::FrameHeader::size);
-  switch (h.type) {
-    case wire::PacketType::rtr:
-      return h.credit_return ? Status::malformed : rtr_arrival(gate, h, payload);
-    case wire::PacketType::ack:
-      return h.credit_return ? Status::malformed : ack_arrival(gate, payload);
-    case wire::PacketType::eager:
-    case wire::PacketType::rts:
-    case wire::PacketType::credit:
-      break;
-    case wire::PacketType::data:
-    case wire::PacketType::driver_local:
-      return Status::malformed;  // the core sends neither on a small track
-  }
+  if (h.type == wire::PacketType::data || h.type == wire::PacketType::driver_local)
+    return Status::malformed;  // the core sends neither on a small track
   Priority& p = gate.prio[h.priority];
   const auto ahead = static_cast<std::int32_t>(h.sequence - p.recv_seq);
   if (ahead < 0) {
@@ -81,7 +70,7 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
   if (ahead > 0) {
     // Wait for the hole to fill; a peer honouring its credits never has
     // more packets in flight than we have slots.
-    if (static_cast<std::uint32_t>(ahead) > 4 * settings_.credits) return Status::malformed;
+    if (static_cast<std::uint32_t>(ahead) > 8 * settings_.credits) return Status::malformed;
     for (const Stashed& st : p.stash)
       if (st.sequence == h.sequence) {
         ++stats_.duplicates;
@@ -137,6 +126,12 @@ Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
       return eager_arrival(gate, h, payload, slot);
     case wire::PacketType::rts:
       return rts_arrival(gate, h, payload, slot);
+    case wire::PacketType::rtr:
+      gate.give_slot(slot);  // decoded into the chunk at once
+      return rtr_arrival(gate, h, payload);
+    case wire::PacketType::ack:
+      gate.give_slot(slot);
+      return ack_arrival(gate, payload);
     default:
       gate.give_slot(slot);
       return Status::ok;

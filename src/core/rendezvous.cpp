@@ -277,6 +277,7 @@ void Core::Impl::chunk_lost(Incoming& in, Chunk& c) noexcept {
       return;
     }
   }
+  PIER_LOG(debug, "core", "rank {}: chunk at {} lost with no rail to take it", gate.peer, c.offset);
   c.state = Chunk::State::lost;
   --in.active_chunks;
   if (in.status == Status::ok) in.status = Status::broken;

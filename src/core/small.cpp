@@ -5,12 +5,13 @@
 // `credits` (what the receiver granted in its address); every eager or rts
 // packet spends one and carries the next sequence number. The receiver owes
 // a credit back once the packet's slot is free again (recv() called) and
-// returns owed credits in the credit_return of an eager, rts or credit
-// packet of that priority (a credit packet once half the grant is owed).
-// Those three are numbered per (gate, priority): the receiver delivers them
-// in order and drops duplicates, so a packet re-sent after a rail failed
-// cannot count twice, credits included. rtr and ack carry no credits and
-// spend none: a sender out of credits never blocks what gives them back. The
+// returns owed credits in the credit_return of any packet of that priority
+// (a credit packet once half the grant is owed). Every packet is numbered
+// per (gate, priority): the receiver delivers in order and drops
+// duplicates, so a packet re-sent after a rail failed cannot count twice,
+// credits included. rtr, ack and credit packets spend no credit (they are
+// consumed on arrival): a sender out of credits never blocks what gives them
+// back. The
 // two priorities have separate credits and queues: neither waits for the
 // other.
 #include <cstring>
@@ -21,10 +22,10 @@
 namespace pier::core {
 
 namespace {
-/// Numbered packets: delivered in order, duplicates dropped by number.
+/// Every core packet on a small track is numbered: delivered in order,
+/// duplicates dropped by number, a loss seen as a hole.
 bool is_sequenced(wire::PacketType t) noexcept {
-  return t == wire::PacketType::eager || t == wire::PacketType::rts ||
-         t == wire::PacketType::credit;
+  return t != wire::PacketType::data;
 }
 /// Packets that may wait in a receiver slot; they need a credit.
 bool spends_credit(wire::PacketType t) noexcept {
