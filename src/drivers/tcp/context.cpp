@@ -318,6 +318,7 @@ void TcpContext::wait_accepts(driver::Deadline deadline) noexcept {
 }
 
 Status TcpContext::probe_any(driver::Instance** ready) {
+  if (ready == nullptr) return Status::invalid_argument;
   *ready = nullptr;
   if (state_ != State::running)
     return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
@@ -325,6 +326,7 @@ Status TcpContext::probe_any(driver::Instance** ready) {
 }
 
 Status TcpContext::wait_any(driver::Instance** ready, driver::Deadline deadline) {
+  if (ready == nullptr) return Status::invalid_argument;
   *ready = nullptr;
   if (state_ != State::running)
     return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;

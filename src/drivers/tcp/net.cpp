@@ -103,9 +103,12 @@ Result<SockAddr> choose_listen_address() {
   if (!address.empty()) {
     ::in_addr a4{};
     ::in6_addr a6{};
-    if (::inet_pton(AF_INET, address.c_str(), &a4) == 1) return make_v4(a4, port);
-    if (::inet_pton(AF_INET6, address.c_str(), &a6) == 1) return make_v6(a6, 0, port);
-    PIER_LOG(error, "tcp", "PIER_TCP_ADDRESS={} is not a numeric IPv4 or IPv6 address", address);
+    // A wildcard would put an address in the url that no peer can reach.
+    if (::inet_pton(AF_INET, address.c_str(), &a4) == 1 && a4.s_addr != htonl(INADDR_ANY))
+      return make_v4(a4, port);
+    if (::inet_pton(AF_INET6, address.c_str(), &a6) == 1 && !IN6_IS_ADDR_UNSPECIFIED(&a6))
+      return make_v6(a6, 0, port);
+    PIER_LOG(error, "tcp", "PIER_TCP_ADDRESS={} is not one numeric IPv4 or IPv6 address", address);
     return Status::invalid_argument;
   }
   const std::string iface = iface_key.get();

@@ -587,6 +587,13 @@ TEST_F(TcpPair, InterfaceSelectionThroughTheRegistry) {
   ASSERT_TRUE(made);
   ASSERT_TRUE((*made)->properties(driver::Hints{}));
   EXPECT_EQ((*made)->init().status(), Status::not_found);
+  {
+    config::ScopedSet wildcard("TCP_ADDRESS", "0.0.0.0");
+    auto made1 = entry().make("");
+    ASSERT_TRUE(made1);
+    ASSERT_TRUE((*made1)->properties(driver::Hints{}));
+    EXPECT_EQ((*made1)->init().status(), Status::invalid_argument);
+  }
   config::ScopedSet bad("TCP_ADDRESS", "not-an-address");
   auto made2 = entry().make("");
   ASSERT_TRUE(made2);
