@@ -213,6 +213,10 @@ std::size_t check_pattern(std::span<const std::byte> in, std::uint64_t seed) {
 }
 
 void DriverTest::SetUp() {
+  if (spec_.starts_with("fault:")) {
+    no_faults_ = std::make_unique<pier::config::ScopedSet>("FAULT_PLAN", "");
+    ASSERT_EQ(no_faults_->status(), Status::ok) << "cannot turn fault injection off";
+  }
   auto ctx = pier::driver::make_context(spec_);
   ASSERT_TRUE(ctx.has_value()) << "make_context(" << spec_
                                << ") failed: " << pier::to_string(ctx.status());

@@ -16,10 +16,12 @@
 #include <functional>
 #include <memory>
 #include <ostream>
+
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+#include "base/config.hpp"
 
 namespace pier {
 /// GoogleTest prints statuses by name.
@@ -115,6 +117,8 @@ class DriverTest : public ::testing::Test {
   const std::string& spec() const { return spec_; }
 
   std::string spec_;
+  /// For "fault:<driver>": injection forced off, whatever the environment says.
+  std::unique_ptr<pier::config::ScopedSet> no_faults_;
 };
 
 using CaseFactory = DriverTest* (*)();
