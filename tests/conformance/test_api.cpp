@@ -105,7 +105,7 @@ CONFORMANCE_TEST(UnclaimedAnswerUnsupported) {
     }
     ++checked;
   }
-  RecordProperty("unclaimed_checked", checked);
+  if (checked == 0) GTEST_SKIP() << "claims every optional capability";
 }
 
 CONFORMANCE_TEST(CallOrder) {
