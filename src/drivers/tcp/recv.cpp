@@ -224,7 +224,10 @@ void TcpInstance::progress_recv() noexcept {
     std::size_t direct = 0;
     const std::size_t want = frame_left_ < room - copy ? frame_left_ : room - copy;
     std::uint32_t n = gather(*rpkt_, rfilled_, want, iov, max_read_iov - 1, &direct);
-    iov[n++] = ::iovec{rbuf_.data(), rbuf_.size()};
+    // On a large track only the next header is caught behind the packet, so
+    // the next payload also lands straight in its packet (no extra copy).
+    const std::size_t spill = track_ == driver::Track::large ? frame_header_size : rbuf_.size();
+    iov[n++] = ::iovec{rbuf_.data(), spill};
     const ssize_t r = ::readv(fd_, iov, static_cast<int>(n));
     if (r < 0) {
       if (errno == EINTR) continue;
@@ -244,7 +247,7 @@ void TcpInstance::progress_recv() noexcept {
     rfilled_ += into_pkt;
     frame_left_ -= into_pkt;
     rtail_ = got - into_pkt;
-    if (got < direct + rbuf_.size()) drained_ = true;
+    if (got < direct + spill) drained_ = true;
   }
 }
 
