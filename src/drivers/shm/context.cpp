@@ -46,6 +46,7 @@ ShmContext::ShmContext() = default;
 ShmContext::~ShmContext() {
   if (!instances_.empty())
     PIER_LOG(warn, "shm", "context destroyed with {} instances alive", instances_.size());
+  for (ShmInstance* inst : instances_) inst->orphan();
 }
 
 Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
@@ -124,6 +125,9 @@ Result<std::vector<std::byte>> ShmContext::init() {
 Status ShmContext::close() {
   if (phase_ == Phase::closed) return Status::not_initialized;
   phase_ = Phase::closed;
+  // Instances should be gone by now; any left answer not_initialized.
+  for (ShmInstance* inst : instances_) inst->orphan();
+  instances_.clear();
   pending_.clear();
   listen_.reset();
   cancel_.reset();
@@ -264,7 +268,7 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
       pollfds_.clear();
       pollfds_.push_back({cancel_.get(), POLLIN, 0});
       for (ShmInstance* inst : instances_)
-        if (inst->track() == driver::Track::small && inst->socket_fd() >= 0)
+        if (inst->track() == driver::Track::small && inst->socket_fd() >= 0 && !inst->peer_gone())
           pollfds_.push_back({inst->socket_fd(), POLLIN, 0});
       const ::timespec ts = until(deadline);
       (void)::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);

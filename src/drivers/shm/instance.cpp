@@ -15,10 +15,20 @@
 
 namespace pier::drivers::shm {
 
+ShmInstance::ShmInstance(ShmContext& ctx, driver::Track track) noexcept
+    : ctx_(&ctx), track_(track), spin_ns_(ctx.settings().spin_ns) {}
+
 ShmInstance::~ShmInstance() {
   if (buf_out_ || posted_ != nullptr || send_head_ != nullptr)
     PIER_LOG(debug, "shm", "instance destroyed with packets pending");
-  ctx_->forget(this);
+  if (ctx_ != nullptr) ctx_->forget(this);
+}
+
+void ShmInstance::orphan() noexcept {
+  fail(Status::not_initialized);
+  phase_ = Phase::closed;
+  fail_ = Status::not_initialized;
+  ctx_ = nullptr;
 }
 
 bool ShmInstance::connected_to(std::span<const std::byte> url, driver::Track track) const noexcept {
@@ -27,7 +37,7 @@ bool ShmInstance::connected_to(std::span<const std::byte> url, driver::Track tra
 }
 
 Status ShmInstance::connect_async(std::span<const std::byte> remote_url) {
-  if (!ctx_->ready()) return Status::not_initialized;
+  if (ctx_ == nullptr || !ctx_->ready()) return Status::not_initialized;
   if (phase_ != Phase::unconnected) return Status::invalid_argument;
   Result<Url> url = decode_url(remote_url);
   if (!url) return Status::invalid_argument;
@@ -169,13 +179,12 @@ void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
 
 Status ShmInstance::connect_wait(driver::Deadline deadline) {
   for (;;) {
-    switch (phase_) {
+    switch (phase_.load()) {
       case Phase::connected:
         return Status::ok;
       case Phase::failed:
-        return fail_;
       case Phase::closed:
-        return Status::closed;
+        return fail_;
       case Phase::unconnected:
         return Status::invalid_argument;
       case Phase::connecting: {
@@ -204,6 +213,7 @@ Status ShmInstance::disconnect() {
   if (phase_ == Phase::closed) return Status::ok;
   fail(Status::closed);
   phase_ = Phase::closed;
+  fail_ = Status::closed;
   // Closing our end is what the peer sees as EOF: it drains its ring and
   // then reports broken.
   sock_.reset();
@@ -226,13 +236,13 @@ void ShmInstance::fail(Status why) noexcept {
 }
 
 Status ShmInstance::usable() noexcept {
-  switch (phase_) {
+  absorb_gone();
+  switch (phase_.load()) {
     case Phase::connected:
       return Status::ok;
     case Phase::failed:
-      return fail_;
     case Phase::closed:
-      return Status::closed;
+      return fail_;
     case Phase::unconnected:
       return Status::invalid_argument;
     case Phase::accepting:
@@ -246,23 +256,21 @@ Status ShmInstance::usable() noexcept {
 }
 
 void ShmInstance::drain_socket() noexcept {
-  if (!sock_.valid()) return;
+  if (!sock_.valid() || peer_gone_.load(std::memory_order_relaxed)) return;
   for (int i = 0; i < 256; ++i) {
     std::array<std::byte, control_prefix + 16> buf{};
     Result<Received> r = recv_message(sock_.get(), buf);
+    if (r && r->none) return;
     if (!r || r->eof) {
-      fail(Status::broken);
-      // Keep no descriptor that polls readable forever.
-      sock_.reset();
+      peer_gone_.store(true, std::memory_order_relaxed);
       return;
     }
-    if (r->none) return;
     Result<Control> msg = decode_control(std::span<const std::byte>(buf.data(), r->len));
     if (msg && msg->type == LocalType::wake) continue;
-    if (msg && msg->type == LocalType::reply && reply_pending_) {
+    if (msg && msg->type == LocalType::reply && reply_pending_.load()) {
       Result<Reply> reply = decode_reply(msg->body);
       if (reply && reply->answer == Answer::accepted) {
-        reply_pending_ = false;
+        reply_pending_.store(false);
         continue;
       }
       PIER_LOG(warn, "shm", "pid {} refused the connection ({})", remote_.pid,
@@ -270,8 +278,7 @@ void ShmInstance::drain_socket() noexcept {
     } else {
       PIER_LOG(warn, "shm", "malformed message from pid {} on the control socket", remote_.pid);
     }
-    fail(Status::broken);
-    sock_.reset();
+    peer_gone_.store(true, std::memory_order_relaxed);
     return;
   }
 }
@@ -290,7 +297,7 @@ void ShmInstance::watch(int delta) noexcept {
 }
 
 void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {
-  if (phase_ != Phase::connected || !sock_.valid()) return;
+  if (phase_ != Phase::connected || !sock_.valid() || peer_gone()) return;
   std::atomic_ref<std::uint64_t> sleepers =
       writer ? tx_.ctl_word(ctl_writer_sleepers) : rx_.ctl_word(ctl_reader_sleepers);
   // Dekker with RingWriter::publish / RingReader::consume: raise the flag,
@@ -315,6 +322,7 @@ void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {
   }
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
   drain_socket();
+  absorb_gone();
 }
 
 bool ShmInstance::spin_expired(std::int64_t& start_ns) const noexcept {
@@ -322,32 +330,25 @@ bool ShmInstance::spin_expired(std::int64_t& start_ns) const noexcept {
       std::chrono::duration_cast<std::chrono::nanoseconds>(driver::Clock::now().time_since_epoch())
           .count();
   if (start_ns == 0) start_ns = now;
-  return now - start_ns >= ctx_->settings().spin_ns;
+  return now - start_ns >= spin_ns_;
 }
 
 bool ShmInstance::has_news() noexcept {
-  if (phase_ != Phase::connected && phase_ != Phase::failed) return false;
+  const Phase phase = phase_.load();
+  if (phase != Phase::connected && phase != Phase::failed) return false;
   if (buf_out_ || posted_ != nullptr) return false;
-  for (;;) {
-    Record r;
-    const int got = rx_.peek(r);
-    if (got < 0) {
-      fail(Status::broken);
-      break;
-    }
-    if (got == 0) break;
-    if (r.kind == Kind::skip) {
-      consume(r.lines);
-      continue;
-    }
-    return true;
-  }
-  if (phase_ == Phase::failed) {
+  Record r;
+  int got = rx_.peek(r);
+  // A skip record is followed by a real one at the ring's start; look past
+  // it without consuming (consuming is the instance's own business).
+  if (got > 0 && r.kind == Kind::skip) got = rx_.peek_at(rx_.head() + r.lines, r);
+  if (got != 0) return true;  // a packet, or nonsense the receive will report
+  if (phase == Phase::failed || peer_gone()) {
     if (death_reported_) return false;
     death_reported_ = true;
     return true;
   }
-  maybe_check_peer();
+  if ((++any_polls_ & 1023u) == 0) drain_socket();
   return false;
 }
 

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -21,7 +22,7 @@ class ShmContext;
 
 class ShmInstance final : public driver::Instance {
  public:
-  ShmInstance(ShmContext& ctx, driver::Track track) noexcept : ctx_(&ctx), track_(track) {}
+  ShmInstance(ShmContext& ctx, driver::Track track) noexcept;
   ~ShmInstance() override;
 
   Status connect_async(std::span<const std::byte> remote_url) override;
@@ -43,16 +44,21 @@ class ShmInstance final : public driver::Instance {
   // --- for the context ------------------------------------------------
   driver::Track track() const noexcept { return track_; }
   bool accepting() const noexcept { return phase_ == Phase::accepting; }
+  /// The context goes away first: every later call answers not_initialized.
+  void orphan() noexcept;
+  bool peer_gone() const noexcept { return peer_gone_.load(std::memory_order_relaxed); }
   bool connected_to(std::span<const std::byte> url, driver::Track track) const noexcept;
   /// Takes over an accepted connection whose hello names this instance.
   void adopt(Fd sock, const Hello& hello, Fd segment) noexcept;
   /// For receive-any: a small-track packet (or news of the peer's death,
-  /// once) is ready. Counts as a poll for death detection.
+  /// once) is ready. Runs on the context's thread, so it only reads the ring
+  /// and the socket; the instance's own calls act on what it finds.
   bool has_news() noexcept;
   /// Marks the rings as watched by a sleeper (+1) or not (-1).
   void watch(int delta) noexcept;
   int socket_fd() const noexcept { return sock_.get(); }
-  /// Reads what the peer sent on the socket: wake-ups, the reply, EOF.
+  /// Reads what the peer sent on the socket: wake-ups, the reply, EOF. Only
+  /// sets flags, so the context's thread may call it too.
   void drain_socket() noexcept;
 
  private:
@@ -63,10 +69,18 @@ class ShmInstance final : public driver::Instance {
   Status send_hello() noexcept;
   void attach_rings(bool connector) noexcept;
   void fail(Status why) noexcept;
+  /// Turns a peer death seen by drain_socket() into the instance's failure.
+  void absorb_gone() noexcept {
+    if (peer_gone_.load(std::memory_order_relaxed) && phase_ == Phase::connected)
+      fail(Status::broken);
+  }
   /// ok when packets may move; otherwise the reason they cannot.
   Status usable() noexcept;
   void maybe_check_peer() noexcept {
-    if ((++idle_polls_ & 1023u) == 0) drain_socket();
+    if ((++idle_polls_ & 1023u) == 0) {
+      drain_socket();
+      absorb_gone();
+    }
   }
   void wake_peer() noexcept;
   /// Sleeps until the socket has news or the deadline; `writer` says which
@@ -90,7 +104,10 @@ class ShmInstance final : public driver::Instance {
 
   ShmContext* ctx_;
   driver::Track track_;
-  Phase phase_ = Phase::unconnected;
+  // Atomic because receive-any reads it from the context's thread.
+  std::atomic<Phase> phase_{Phase::unconnected};
+  std::atomic<bool> peer_gone_{false};
+  std::int64_t spin_ns_ = 0;
   Status fail_ = Status::ok;
   bool connector_ = false;
   std::vector<std::byte> remote_url_;
@@ -99,13 +116,14 @@ class ShmInstance final : public driver::Instance {
   Fd segment_fd_;  ///< the connector's memfd until the hello carried it
   Mapping seg_;
   bool hello_sent_ = false;
-  bool reply_pending_ = false;
+  std::atomic<bool> reply_pending_{false};
   pid_t peer_pid_ = 0;
   bool cma_ok_ = false;
   std::uint32_t max_packet_ = 0;
   RingWriter tx_;
   RingReader rx_;
   std::uint32_t idle_polls_ = 0;
+  std::uint32_t any_polls_ = 0;  ///< has_news()'s own count (context thread)
   bool death_reported_ = false;
 
   // send state: an intrusive FIFO of posted large-track packets

@@ -149,6 +149,7 @@ Status ShmInstance::progress_recv() noexcept {
     break;
   }
   if (posted_ == nullptr) return Status::in_progress;
+  absorb_gone();
   if (phase_ == Phase::failed || phase_ == Phase::closed) return complete_recv(fail_);
   return Status::in_progress;
 }
@@ -160,6 +161,7 @@ Status ShmInstance::recv_poll(driver::Packet& pkt) {
     return st;
   }
   if (posted_ != nullptr || buf_out_) return Status::invalid_argument;
+  absorb_gone();
   if (phase_ != Phase::failed) {
     const Status st = usable();
     if (st != Status::ok) return st;

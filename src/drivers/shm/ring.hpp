@@ -214,14 +214,17 @@ class RingReader {
 
   /// 1 with `r` filled when a record is there, 0 when none, -1 when the
   /// writer published a record that cannot be (the peer is then broken).
-  int peek(Record& r) const noexcept {
-    std::byte* h = v_.line(head_);
-    if (word(h).load(std::memory_order_acquire) != ((head_ + 1) ^ v_.key)) return 0;
+  int peek(Record& r) const noexcept { return peek_at(head_, r); }
+
+  /// As peek(), for the record that starts `pos` lines into the stream.
+  int peek_at(std::uint64_t pos, Record& r) const noexcept {
+    std::byte* h = v_.line(pos);
+    if (word(h).load(std::memory_order_acquire) != ((pos + 1) ^ v_.key)) return 0;
     std::uint32_t len = 0;
     std::memcpy(&len, h + 8, 4);
     const auto kind = static_cast<std::uint8_t>(h[12]);
     r.lines = lines_for(len);
-    if (r.lines > v_.lines - (head_ & (v_.lines - 1))) return -1;
+    if (r.lines > v_.lines - (pos & (v_.lines - 1))) return -1;
     if (kind < static_cast<std::uint8_t>(Kind::packet) ||
         kind > static_cast<std::uint8_t>(Kind::rdv_done))
       return -1;
@@ -245,6 +248,7 @@ class RingReader {
   std::atomic_ref<std::uint64_t> ctl_word(std::size_t off) const noexcept {
     return v_.ctl_word(off);
   }
+  std::uint64_t head() const noexcept { return head_; }
 
  private:
   RingView v_;
