@@ -372,3 +372,57 @@ TEST(ShmPair, DisconnectStopsTrafficBothWays) {
 
 }  // namespace
 }  // namespace pier::drivers::shm::test
+
+namespace pier::drivers::shm::test {
+namespace {
+
+TEST(ShmPair, AcceptorOpenedLateStillConnects) {
+  Side a = make_side();
+  Side b = make_side();
+  auto ia = open(a, Track::small);
+  // Whichever end connects, its hello waits until the other end's instance
+  // exists.
+  ASSERT_TRUE(ia->connect_async(b.url) == Status::in_progress);
+  (void)ia->connect_wait(after_ms(5));
+  auto ib = open(b, Track::small);
+  ASSERT_EQ(ib->connect_async(a.url), Status::in_progress);
+  Status ra = Status::in_progress, rb = Status::in_progress;
+  const Deadline end = after_ms(10000);
+  while ((ra != Status::ok || rb != Status::ok) && Clock::now() < end) {
+    if (ra != Status::ok) ra = ia->connect_wait(after_ms(5));
+    if (rb != Status::ok) rb = ib->connect_wait(after_ms(5));
+  }
+  ASSERT_EQ(ra, Status::ok);
+  ASSERT_EQ(rb, Status::ok);
+  const auto data = pattern(8, 8);
+  Packet s;
+  ::iovec v;
+  ASSERT_EQ(send_bytes(*ib, data, s, v), Status::ok);
+  Packet r;
+  ASSERT_EQ(ia->recv_wait(r, after_ms(5000)), Status::ok);
+  EXPECT_EQ(r.buf_len, 8u);
+  ASSERT_EQ(ia->recv_buf_release(r), Status::ok);
+}
+
+TEST(ShmPair, InstancesOutlivingTheirContextAnswerNotInitialized) {
+  Side a = make_side();
+  Side b = make_side();
+  auto ia = open(a, Track::small);
+  auto ib = open(b, Track::small);
+  ASSERT_EQ(connect_pair(*ia, a, *ib, b), Status::ok);
+  EXPECT_EQ(a.ctx->close(), Status::ok);
+  EXPECT_EQ(a.ctx->close(), Status::not_initialized);
+  const auto data = pattern(8, 9);
+  Packet s;
+  ::iovec v;
+  EXPECT_EQ(send_bytes(*ia, data, s, v), Status::not_initialized);
+  Packet r;
+  EXPECT_EQ(ia->recv_poll(r), Status::not_initialized);
+  b.ctx.reset();  // destroyed with its instance alive
+  EXPECT_EQ(send_bytes(*ib, data, s, v), Status::not_initialized);
+  ia.reset();
+  ib.reset();
+}
+
+}  // namespace
+}  // namespace pier::drivers::shm::test
