@@ -4,6 +4,7 @@
 #include "base/config.hpp"
 
 #include "base/log.hpp"
+#include "base/mutex.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +12,6 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 
@@ -24,11 +24,11 @@ namespace {
 constexpr std::string_view prefix = "PIER_";
 
 struct Registry {
-  std::mutex mutex;
-  std::vector<detail::KeyBase*> keys;
-  std::map<std::string, std::string, std::less<>> api;  // key name -> text
-  std::set<std::string, std::less<>> reported;          // "NAME=value" already logged
-  std::vector<std::string> reserved_prefixes;
+  base::Mutex mutex;
+  std::vector<detail::KeyBase*> keys PIER_GUARDED_BY(mutex);
+  std::map<std::string, std::string, std::less<>> api PIER_GUARDED_BY(mutex);  // name -> text
+  std::set<std::string, std::less<>> reported PIER_GUARDED_BY(mutex);  // "NAME=value" logged
+  std::vector<std::string> reserved_prefixes PIER_GUARDED_BY(mutex);
 };
 
 Registry& registry() {
@@ -122,7 +122,7 @@ bool valid(const detail::KeyBase& key, std::string_view text) {
   return false;
 }
 
-detail::KeyBase* find_locked(Registry& r, std::string_view name) {
+detail::KeyBase* find_locked(Registry& r, std::string_view name) PIER_REQUIRES(r.mutex) {
   name = strip_prefix(name);
   for (auto* k : r.keys)
     if (k->name == name) return k;
@@ -153,7 +153,7 @@ struct Rejection {
 };
 
 std::string lookup_locked(Registry& r, const detail::KeyBase& key, Source* source,
-                          std::optional<Rejection>* rejected) {
+                          std::optional<Rejection>* rejected) PIER_REQUIRES(r.mutex) {
   if (auto it = r.api.find(key.name); it != r.api.end()) {
     if (source) *source = Source::api;
     return it->second;
@@ -208,7 +208,7 @@ std::string_view to_string(Source s) noexcept {
 
 Status set(std::string_view name, std::string_view value) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  base::LockGuard lock(r.mutex);
   detail::KeyBase* key = find_locked(r, name);
   if (!key) return Status::not_found;
   if (!valid(*key, value)) return Status::invalid_argument;
@@ -218,7 +218,7 @@ Status set(std::string_view name, std::string_view value) {
 
 Status unset(std::string_view name) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  base::LockGuard lock(r.mutex);
   detail::KeyBase* key = find_locked(r, name);
   if (!key) return Status::not_found;
   if (auto it = r.api.find(key->name); it != r.api.end()) r.api.erase(it);
@@ -230,7 +230,7 @@ Result<std::string> get_text(std::string_view name) {
   std::optional<Rejection> rejected;
   std::string text, default_text;
   {
-    std::lock_guard lock(r.mutex);
+    base::LockGuard lock(r.mutex);
     detail::KeyBase* key = find_locked(r, name);
     if (!key) return Status::not_found;
     text = lookup_locked(r, *key, nullptr, &rejected);
@@ -245,7 +245,7 @@ std::vector<Entry> dump() {
   std::vector<Entry> entries;
   std::vector<std::pair<std::optional<Rejection>, std::string>> rejections;
   {
-    std::lock_guard lock(r.mutex);
+    base::LockGuard lock(r.mutex);
     entries.reserve(r.keys.size());
     for (const auto* key : r.keys) {
       std::optional<Rejection> rejected;
@@ -274,7 +274,7 @@ std::vector<Entry> dump() {
 
 std::string closest_key(std::string_view name) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  base::LockGuard lock(r.mutex);
   name = strip_prefix(name);
   std::string_view best;
   std::size_t best_distance = std::numeric_limits<std::size_t>::max();
@@ -295,7 +295,7 @@ std::vector<std::string> unknown_environment() {
   std::vector<std::string> unknown_names;
   {
     Registry& r = registry();
-    std::lock_guard lock(r.mutex);
+    base::LockGuard lock(r.mutex);
     for (char** env = environ; env && *env; ++env) {
       std::string_view entry(*env);
       std::string_view var = entry.substr(0, entry.find('='));
@@ -320,7 +320,7 @@ std::vector<std::string> unknown_environment() {
 
 void reserve_environment(std::string_view var_prefix) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  base::LockGuard lock(r.mutex);
   r.reserved_prefixes.emplace_back(var_prefix);
 }
 
@@ -332,7 +332,7 @@ void register_key(KeyBase* key) {
   bool default_ok = valid(*key, key->default_text);
   {
     Registry& r = registry();
-    std::lock_guard lock(r.mutex);
+    base::LockGuard lock(r.mutex);
     duplicate = find_locked(r, key->name) != nullptr;
     r.keys.push_back(key);
   }
@@ -344,7 +344,7 @@ void register_key(KeyBase* key) {
 
 void unregister_key(KeyBase* key) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  base::LockGuard lock(r.mutex);
   std::erase(r.keys, key);
 }
 
@@ -353,7 +353,7 @@ std::string lookup(const KeyBase& key, Source* source) {
   std::optional<Rejection> rejected;
   std::string text;
   {
-    std::lock_guard lock(r.mutex);
+    base::LockGuard lock(r.mutex);
     text = lookup_locked(r, key, source, &rejected);
   }
   report(rejected, key.default_text);
@@ -414,7 +414,7 @@ ScopedSet::ScopedSet(std::string_view name, std::string_view value)
     : name_(strip_prefix(name)), status_(Status::ok) {
   Registry& r = registry();
   {
-    std::lock_guard lock(r.mutex);
+    base::LockGuard lock(r.mutex);
     if (auto it = r.api.find(name_); it != r.api.end()) {
       previous_ = it->second;
       had_previous_ = true;

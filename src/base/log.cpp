@@ -5,6 +5,7 @@
 #include "base/log.hpp"
 
 #include "base/config.hpp"
+#include "base/mutex.hpp"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -16,7 +17,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 
 namespace pier::log {
 
@@ -55,7 +55,7 @@ struct Table {
 
 // Constant-initialised, so usable from any static initialiser of any library.
 constinit Table table;
-constinit std::mutex writer_mutex;         // configure() against configure() only
+constinit base::Mutex writer_mutex;        // configure() against configure() only
 constinit std::atomic<int> init_state{0};  // 0 not read, 1 reading PIER_LOG, 2 done
 constinit std::atomic<std::uint64_t> errors{0};
 constinit std::atomic<std::uint64_t> warnings{0};
@@ -135,7 +135,7 @@ bool parse_spec(std::string_view spec, Parsed& out) noexcept {
 /// Publishes a parsed spec. `from_environment` applies only if no configure()
 /// call won the race meanwhile: the API beats the environment.
 void apply(const Parsed& p, bool from_environment) noexcept {
-  std::lock_guard lock(writer_mutex);
+  base::LockGuard lock(writer_mutex);
   if (from_environment && init_state.load(std::memory_order_relaxed) == 2) return;
   std::uint32_t sequence = table.sequence.load(std::memory_order_relaxed);
   table.sequence.store(sequence + 1, std::memory_order_relaxed);
