@@ -324,6 +324,13 @@ TEST_P(FaultOver, APacketCompletedByTheWrapperCanBeReusedForAReceive) {
   EXPECT_EQ(in.substr(0, m.pkt.length), "R");
 }
 
+TEST_P(FaultOver, APlanForTheOtherTrackLeavesThisOneAlone) {
+  start(*parse_plan("drop=1,track=large"));
+  for (const char* s : {"A", "B"}) EXPECT_EQ(send(s), Status::ok);
+  EXPECT_EQ(drain_to_end(), (Strings{"A", "B"}));
+  EXPECT_EQ(stats().of(Fault::drop), 0u);
+}
+
 TEST_P(FaultOver, DupDeliversTwice) {
   start(*parse_plan("dup@1"));
   for (const char* s : {"A", "B"}) EXPECT_EQ(send(s), Status::ok);
