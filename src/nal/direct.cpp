@@ -1,0 +1,37 @@
+// pier nal: the direct protection domain: the LIB runs in the caller's
+// thread, inside the core's critical section.
+#include "nal/nal.hpp"
+
+namespace pier::nal {
+
+Status Direct::forward(std::uint32_t op, std::span<const std::byte> args, std::span<std::byte> ret,
+                       base::Deadline deadline) noexcept {
+  (void)deadline;  // a direct call cannot wait on anything but itself
+  core_.enter_critical();
+  Status s = lib_.dispatch(op, args, ret);
+  core_.leave_critical();
+  return s;
+}
+
+Result<core::Region> Direct::validate(void* base, std::size_t extent) noexcept {
+  core_.enter_critical();
+  auto r = core_.validate(base, extent);
+  core_.leave_critical();
+  return r;
+}
+
+Status Direct::invalidate(const core::Region& region) noexcept {
+  core_.enter_critical();
+  Status s = core_.invalidate(region);
+  core_.leave_critical();
+  return s;
+}
+
+Status Direct::poll() noexcept {
+  core_.enter_critical();
+  Status s = core_.progress();
+  core_.leave_critical();
+  return s;
+}
+
+}  // namespace pier::nal

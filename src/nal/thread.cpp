@@ -1,0 +1,172 @@
+// pier nal: the progress-thread protection domain. Requests live in slots
+// fixed at construction; their indices travel on a lock-free MPSC queue to
+// the thread, which answers them between progress passes and wakes the
+// caller. A caller whose deadline passes before the thread took its request
+// abandons it (the thread then drops it unread); once taken, a request is
+// always waited for, since dispatch never blocks.
+#include <chrono>
+#include <cstring>
+
+#include "base/log.hpp"
+#include "nal/nal.hpp"
+
+namespace pier::nal {
+
+namespace {
+// Operations the NAL itself runs on the LIB's thread (the core is single
+// threaded): above any LIB operation number.
+constexpr std::uint32_t op_validate = 0xffff'fff0;
+constexpr std::uint32_t op_invalidate = 0xffff'fff1;
+}  // namespace
+
+struct ProgressThread::Request {
+  enum class State : std::uint8_t { free, queued, taken, answered, abandoned };
+  State state = State::free;  ///< under mu_
+  std::uint32_t op = 0;
+  std::span<const std::byte> args;
+  std::span<std::byte> ret;
+  Status status = Status::in_progress;
+  void* base = nullptr;  ///< validate
+  std::size_t extent = 0;
+  core::Region region;  ///< validate's answer, invalidate's argument
+};
+
+ProgressThread::ProgressThread(core::Core& core, Lib& lib, std::size_t queue_depth)
+    : core_(core),
+      lib_(lib),
+      slots_(std::make_unique<Request[]>(queue_depth)),
+      free_(std::make_unique<std::uint32_t[]>(queue_depth)),
+      free_count_(queue_depth),
+      queue_(queue_depth) {
+  for (std::size_t i = 0; i < queue_depth; ++i) free_[i] = static_cast<std::uint32_t>(i);
+  thread_ = std::thread([this] { run(); });
+}
+
+ProgressThread::~ProgressThread() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProgressThread::run() noexcept {
+  while (true) {
+    std::uint32_t index = 0;
+    while (queue_.try_pop(index)) {
+      queued_.fetch_sub(1, std::memory_order_acq_rel);
+      Request& r = slots_[index];
+      {
+        std::lock_guard lock(mu_);
+        if (r.state == Request::State::abandoned) {
+          r.state = Request::State::free;
+          free_[free_count_++] = index;
+          cv_.notify_all();
+          continue;
+        }
+        r.state = Request::State::taken;
+      }
+      core_.enter_critical();
+      Status s;
+      if (r.op == op_validate) {
+        auto v = core_.validate(r.base, r.extent);
+        if (v) r.region = *v;
+        s = v.status();
+      } else if (r.op == op_invalidate) {
+        s = core_.invalidate(r.region);
+      } else {
+        s = lib_.dispatch(r.op, r.args, r.ret);
+      }
+      core_.leave_critical();
+      answered_.fetch_add(1, std::memory_order_relaxed);
+      {
+        std::lock_guard lock(mu_);
+        r.status = s;
+        r.state = Request::State::answered;
+      }
+      cv_.notify_all();
+    }
+    if (stop_.load(std::memory_order_acquire) && queued_.load(std::memory_order_acquire) == 0)
+      break;
+    core_.enter_critical();
+    (void)core_.progress();
+    // Idle: sleep in the drivers, briefly, unless a request is queued.
+    if (queued_.load(std::memory_order_acquire) == 0 && core_.pending() == 0) {
+      (void)core_.wait(
+          [this] {
+            return queued_.load(std::memory_order_acquire) != 0 ||
+                   stop_.load(std::memory_order_acquire);
+          },
+          base::Deadline::after_ms(2));
+    }
+    core_.leave_critical();
+  }
+}
+
+template <class Fill, class Read>
+Status ProgressThread::submit(Fill fill, Read read, base::Deadline deadline) noexcept {
+  std::uint32_t index = 0;
+  {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_until(lock, deadline.time_point(), [&] { return free_count_ > 0; }))
+      return Status::timeout;
+    index = free_[--free_count_];
+    Request& r = slots_[index];
+    r = Request{};
+    fill(r);
+    r.state = Request::State::queued;
+  }
+  queued_.fetch_add(1, std::memory_order_acq_rel);
+  // Never full: the queue has as many cells as there are slots.
+  (void)queue_.try_push(index);
+  Request& r = slots_[index];
+  std::unique_lock lock(mu_);
+  bool done = cv_.wait_until(lock, deadline.time_point(),
+                             [&] { return r.state == Request::State::answered; });
+  if (!done && r.state == Request::State::queued) {
+    r.state = Request::State::abandoned;  // the thread frees it unread
+    return Status::timeout;
+  }
+  // Taken: dispatch does not block, the answer comes.
+  cv_.wait(lock, [&] { return r.state == Request::State::answered; });
+  Status s = r.status;
+  read(r);
+  r.state = Request::State::free;
+  free_[free_count_++] = index;
+  lock.unlock();
+  cv_.notify_all();
+  return s;
+}
+
+Status ProgressThread::forward(std::uint32_t op, std::span<const std::byte> args,
+                               std::span<std::byte> ret, base::Deadline deadline) noexcept {
+  if (op >= op_validate) return Status::invalid_argument;
+  return submit(
+      [&](Request& r) {
+        r.op = op;
+        r.args = args;
+        r.ret = ret;
+      },
+      [](Request&) {}, deadline);
+}
+
+Result<core::Region> ProgressThread::validate(void* base, std::size_t extent) noexcept {
+  core::Region region;
+  Status s = submit(
+      [&](Request& r) {
+        r.op = op_validate;
+        r.base = base;
+        r.extent = extent;
+      },
+      [&](Request& r) { region = r.region; }, base::Deadline::after_ms(60000));
+  if (s != Status::ok) return s;
+  return region;
+}
+
+Status ProgressThread::invalidate(const core::Region& region) noexcept {
+  return submit(
+      [&](Request& r) {
+        r.op = op_invalidate;
+        r.region = region;
+      },
+      [](Request&) {}, base::Deadline::after_ms(60000));
+}
+
+}  // namespace pier::nal
