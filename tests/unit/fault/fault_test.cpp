@@ -641,6 +641,58 @@ TEST(FaultEntry, NeedsAKnownInnerDriver) {
   EXPECT_EQ(entry().make("no_such_driver").status(), Status::not_found);
 }
 
+TEST(FaultEntry, WrapsAWrapper) {
+  if (!self_built()) GTEST_SKIP() << "self driver is not built";
+  Result<std::unique_ptr<driver::Context>> c = entry().make("fault:self");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ((*c)->name(), "fault");
+  Result<driver::Properties> p = (*c)->properties({});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->caps.recv_post);
+  ASSERT_TRUE((*c)->init().has_value());
+  EXPECT_EQ((*c)->close(), Status::ok);
+}
+
+TEST_P(FaultOver, WaitAnyInAnotherThreadWhileSending) {
+  start(*parse_plan("delay=0.3,dup=0.2,delay_packets=2,delay_us=500"));
+  if (!caps_.recv_any || GetParam() == "loop") GTEST_SKIP() << "inner driver has no wait_any";
+  // The sender context's wait_any() moves held packets (try-locking each
+  // instance) while this thread sends on the instance: they must not race.
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    while (!stop) {
+      driver::Instance* ready = nullptr;
+      (void)a_->wait_any(&ready, Clock::now() + 2ms);
+    }
+  });
+  int received = 0;
+  for (int k = 0; k < 300; ++k) {
+    // Not send(): its pump() would call the context concurrently with
+    // wait_any(), which the interface forbids.
+    Msg& m = prepare("m" + std::to_string(k));
+    Status st = ia_->send_post(m.pkt);
+    const auto deadline = soon();
+    while (st == Status::no_resource && Clock::now() < deadline) st = ia_->send_post(m.pkt);
+    EXPECT_EQ(finish(m.pkt, st), Status::ok);
+    for (;;) {
+      std::string buf(16, '\0');
+      ::iovec iov{buf.data(), buf.size()};
+      Packet r;
+      r.set_iovec(&iov, 1);
+      Status rs = ib_->recv_post(r);
+      if (rs == Status::in_progress) rs = ib_->recv_poll(r);
+      if (rs != Status::ok) {
+        (void)ib_->recv_cancel(r);
+        break;
+      }
+      ++received;
+    }
+  }
+  stop = true;
+  waiter.join();
+  EXPECT_GE(received, 200);  // every send arrives at least once, bar those still held
+}
+
 TEST(FaultEntry, ReadsThePlanFromTheConfiguration) {
   if (!self_built()) GTEST_SKIP() << "self driver is not built";
   config::ScopedSet plan("FAULT_PLAN", "dup@1,delay_packets=4");
