@@ -168,6 +168,22 @@ Status Core::Impl::bring_up_drivers() {
     PIER_LOG(error, "core", "no driver of \"{}\" could start", settings_.drivers);
     return Status::unsupported;
   }
+  // A rank always reaches itself through self, listed or not.
+  if (std::none_of(drivers_.begin(), drivers_.end(),
+                   [](const DriverSlot& d) { return d.spec == "self"; })) {
+    auto ctx = driver::make_context("self");
+    auto props = ctx ? (*ctx)->properties(hints) : Result<driver::Properties>(ctx.status());
+    auto url = props ? (*ctx)->init() : Result<std::vector<std::byte>>(props.status());
+    if (url) {
+      DriverSlot d;
+      d.spec = "self";
+      d.props = *props;
+      d.url = std::move(*url);
+      d.context = std::move(*ctx);
+      local_.urls.push_back({d.spec, d.index, d.url});
+      drivers_.push_back(std::move(d));
+    }
+  }
   std::size_t eager = settings_.eager_limit ? settings_.eager_limit : default_eager;
   recv_capacity_ = eager + max_prefix;
   if (min_packet != 0) recv_capacity_ = std::min(recv_capacity_, min_packet);

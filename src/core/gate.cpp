@@ -23,7 +23,10 @@ namespace pier::core {
 Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
   auto choices = parse_drivers(settings_.drivers);
   if (!choices) return Status::invalid_argument;
-  auto chosen = choose_rails(*choices, local_, peer);
+  // A rank reaches itself through self (a network driver may refuse to
+  // connect a context to itself).
+  const std::vector<std::vector<std::string>> loopback{{"self"}};
+  auto chosen = choose_rails(gate.peer == rank_ ? loopback : *choices, local_, peer);
   if (!chosen) return chosen.status();
   gate.rails.reserve(chosen->size());
   gate.send_limit = peer.recv_capacity;
