@@ -283,7 +283,10 @@ CONFORMANCE_TEST(KilledPeerBreaksOnlyItsInstances) {
   // Death is noticed without any new traffic, and every pending packet of
   // the victim's instances completes broken.
   if (c.recv_post) {
-    EXPECT_EQ(finish_recv(v_small, r_small, default_deadline()), Status::broken);
+    // A blocking wait must wake for the death, not sleep to its deadline.
+    const Status small_end = c.blocking_wait ? v_small.recv_wait(r_small, default_deadline())
+                                             : finish_recv(v_small, r_small, default_deadline());
+    EXPECT_EQ(small_end, Status::broken);
     EXPECT_EQ(finish_recv(v_large, r_large, default_deadline()), Status::broken);
   }
   for (std::size_t i = 0; i < sends.size(); ++i) {
@@ -320,6 +323,79 @@ CONFORMANCE_TEST(KilledPeerBreaksOnlyItsInstances) {
   int code = -1;
   ASSERT_EQ(good.wait_exit(default_deadline(), &code), Status::ok);
   EXPECT_EQ(code, 0) << "the surviving peer failed at step " << code;
+}
+
+/// Sender peer: `count` numbered packets, then waits for the parent's "bye".
+int run_sender(const std::string& spec, Child& chan, unsigned id, unsigned count) {
+  Peer p;
+  if (int e = connect_peer(spec, chan, p, false); e != 0) return e;
+  for (unsigned i = 0; i < count; ++i) {
+    std::array<std::byte, 64> msg{};
+    const std::uint32_t tag = id * 100000 + i;
+    std::memcpy(msg.data(), &tag, 4);
+    fill_pattern({msg.data() + 4, 60}, tag);
+    ::iovec iov{msg.data(), msg.size()};
+    Packet s;
+    s.set_iovec(&iov, 1);
+    if (post_and_finish(*p.small, s, default_deadline()) != Status::ok) return 60;
+  }
+  std::vector<std::byte> bye;
+  return chan.receive(bye, default_deadline()) == Status::ok ? 0 : 61;
+}
+
+CONFORMANCE_TEST(ForkedReceiveAny) {
+  if (in_process_only(spec())) GTEST_SKIP() << spec() << " reaches no other process";
+  {
+    Node probe;
+    ASSERT_EQ(make_node(spec(), probe), Status::ok);
+    if (!probe.props.caps.recv_any) GTEST_SKIP() << "recv_any not claimed";
+  }
+  constexpr unsigned per_child = 200;
+  const std::string sp = spec();
+  Child one([sp](Child& chan) { return run_sender(sp, chan, 1, per_child); });
+  Child two([sp](Child& chan) { return run_sender(sp, chan, 2, per_child); });
+  ASSERT_TRUE(one.started() && two.started());
+  Node me;
+  ASSERT_EQ(make_node(spec(), me), Status::ok);
+  const Caps& c = me.props.caps;
+  std::vector<std::byte> url1, url2;
+  ASSERT_EQ(one.receive(url1, default_deadline()), Status::ok);
+  ASSERT_EQ(two.receive(url2, default_deadline()), Status::ok);
+  ASSERT_EQ(one.send(me.url), Status::ok);
+  ASSERT_EQ(two.send(me.url), Status::ok);
+  auto i1 = me.ctx->open_instance(Track::small);
+  auto i2 = me.ctx->open_instance(Track::small);
+  ASSERT_TRUE(i1.has_value() && i2.has_value());
+  ASSERT_TRUE(is_success((*i1)->connect_async(url1)));
+  ASSERT_TRUE(is_success((*i2)->connect_async(url2)));
+  Instance* both[] = {i1->get(), i2->get()};
+  ASSERT_EQ(finish_connect(both, default_deadline()), Status::ok);
+  // Dispatch by wait_any() alone; each peer's packets arrive on its own
+  // instance and in its own order.
+  unsigned next[3] = {0, 0, 0};
+  for (unsigned n = 0; n < 2 * per_child; ++n) {
+    Instance* ready = nullptr;
+    ASSERT_EQ(me.ctx->wait_any(&ready, default_deadline()), Status::ok) << "packet " << n;
+    ASSERT_TRUE(ready == both[0] || ready == both[1]);
+    const unsigned id = ready == both[0] ? 1 : 2;
+    std::array<std::byte, 64> buf{};
+    std::size_t got = 0;
+    ASSERT_EQ(recv_bytes(*ready, c, buf, &got, default_deadline()), Status::ok);
+    ASSERT_EQ(got, 64u);
+    std::uint32_t tag = 0;
+    std::memcpy(&tag, buf.data(), 4);
+    ASSERT_EQ(tag, id * 100000 + next[id]) << "from peer " << id;
+    ASSERT_EQ(check_pattern({buf.data() + 4, 60}, tag), 60u);
+    ++next[id];
+  }
+  Instance* ready = nullptr;
+  EXPECT_EQ(me.ctx->probe_any(&ready), Status::in_progress) << "a packet nobody sent";
+  for (Child* ch : {&one, &two}) {
+    ASSERT_EQ(ch->send(as_bytes("bye")), Status::ok);
+    int code = -1;
+    ASSERT_EQ(ch->wait_exit(default_deadline(), &code), Status::ok);
+    EXPECT_EQ(code, 0) << "a sender failed at step " << code;
+  }
 }
 
 }  // namespace
