@@ -89,12 +89,14 @@ TEST(ShmCodec, ControlMessagesAreDriverLocalPackets) {
   const std::vector<std::byte> body = bytes({'p', 's', 'H', 'L', 1, 1, 0, 0});
   EXPECT_TRUE(std::equal(body.begin(), body.end(), c->body.begin()));
 
-  Result<Control> wake = decode_control(encode_wake());
+  const auto wake_msg = encode_wake();
+  Result<Control> wake = decode_control(wake_msg);
   ASSERT_TRUE(wake.has_value());
   EXPECT_EQ(wake->type, LocalType::wake);
   EXPECT_TRUE(wake->body.empty());
 
-  Result<Control> reply = decode_control(encode_reply(Reply{Answer::in_use}));
+  const auto reply_msg = encode_reply(Reply{Answer::in_use});
+  Result<Control> reply = decode_control(reply_msg);
   ASSERT_TRUE(reply.has_value());
   Result<Reply> r = decode_reply(reply->body);
   ASSERT_TRUE(r.has_value());
