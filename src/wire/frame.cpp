@@ -61,6 +61,40 @@ bool is_packet_type(std::uint8_t raw) noexcept {
   return false;
 }
 
+std::string_view to_string(PacketType t) noexcept {
+  switch (t) {
+    case PacketType::data:
+      return "data";
+    case PacketType::eager:
+      return "eager";
+    case PacketType::rts:
+      return "rts";
+    case PacketType::rtr:
+      return "rtr";
+    case PacketType::ack:
+      return "ack";
+    case PacketType::credit:
+      return "credit";
+    case PacketType::driver_local:
+      return "driver_local";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(AckResult r) noexcept {
+  switch (r) {
+    case AckResult::ok:
+      return "ok";
+    case AckResult::rejected:
+      return "rejected";
+    case AckResult::truncated:
+      return "truncated";
+    case AckResult::canceled:
+      return "canceled";
+  }
+  return "unknown";
+}
+
 std::uint32_t min_payload(PacketType t) noexcept {
   switch (t) {
     case PacketType::data:

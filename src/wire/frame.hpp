@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 namespace pier::wire {
 
@@ -43,6 +44,8 @@ enum class PacketType : std::uint8_t {
 inline constexpr std::size_t packet_type_limit = 0x09;
 /// Whether `raw` names a PacketType.
 bool is_packet_type(std::uint8_t raw) noexcept;
+/// "eager", "rts", ...; "unknown" for a value that names no type (for logs).
+std::string_view to_string(PacketType t) noexcept;
 
 /// Frame flags; any other bit set is malformed (a new flag needs a version).
 inline constexpr std::uint8_t flag_last_chunk = 0x10;   ///< data: the message's last chunk
@@ -118,6 +121,7 @@ Result<std::size_t> encode(const DataHeader& h, std::span<std::byte> out) noexce
 /// How the receiver ended a message the sender asked an ack for.
 enum class AckResult : std::uint8_t { ok = 0, rejected = 1, truncated = 2, canceled = 3 };
 inline constexpr std::uint8_t ack_result_limit = 4;
+std::string_view to_string(AckResult r) noexcept;
 
 struct AckHeader {
   static constexpr std::size_t size = 16;

@@ -44,6 +44,20 @@ bool fields_valid(const PortHeader& h) noexcept {
 
 }  // namespace
 
+std::string_view to_string(PortKind k) noexcept {
+  switch (k) {
+    case PortKind::send:
+      return "send";
+    case PortKind::put:
+      return "put";
+    case PortKind::get_request:
+      return "get_request";
+    case PortKind::get_reply:
+      return "get_reply";
+  }
+  return "unknown";
+}
+
 Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexcept {
   if (out.size() < PortHeader::size || !fields_valid(h)) return Status::invalid_argument;
   store_u8(out, off_version, version);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 namespace pier::wire {
 
@@ -19,6 +20,8 @@ enum class PortKind : std::uint8_t {
   get_reply = 4,    ///< the data of a get; cookie names the request
 };
 inline constexpr std::uint8_t port_kind_limit = 5;
+/// "send", "put", ...; "unknown" for a value that names no kind (for logs).
+std::string_view to_string(PortKind k) noexcept;
 
 /// GM sizes: a message of size s is at most 2^s - 8 bytes, so 3 is the
 /// smallest useful size and 32 covers the largest message, 2^31 - 1 bytes.

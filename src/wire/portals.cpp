@@ -89,6 +89,52 @@ bool fields_valid(const PortalsHeader& h) noexcept {
 
 }  // namespace
 
+std::string_view to_string(PortalsOp op) noexcept {
+  switch (op) {
+    case PortalsOp::put:
+      return "put";
+    case PortalsOp::get:
+      return "get";
+    case PortalsOp::atomic:
+      return "atomic";
+    case PortalsOp::fetch_atomic:
+      return "fetch_atomic";
+    case PortalsOp::swap:
+      return "swap";
+    case PortalsOp::reply:
+      return "reply";
+    case PortalsOp::ack:
+      return "ack";
+    case PortalsOp::ct_ack:
+      return "ct_ack";
+    case PortalsOp::oc_ack:
+      return "oc_ack";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(NiFail f) noexcept {
+  switch (f) {
+    case NiFail::ok:
+      return "ok";
+    case NiFail::undeliverable:
+      return "undeliverable";
+    case NiFail::dropped:
+      return "dropped";
+    case NiFail::pt_disabled:
+      return "pt_disabled";
+    case NiFail::perm_violation:
+      return "perm_violation";
+    case NiFail::op_violation:
+      return "op_violation";
+    case NiFail::no_match:
+      return "no_match";
+    case NiFail::segv:
+      return "segv";
+  }
+  return "unknown";
+}
+
 bool is_answer(PortalsOp op) noexcept {
   return op == PortalsOp::reply || op == PortalsOp::ack || op == PortalsOp::ct_ack ||
          op == PortalsOp::oc_ack;

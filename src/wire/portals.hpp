@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 namespace pier::wire {
 
@@ -129,6 +130,10 @@ struct PortalsHeader {
   static Result<PortalsHeader> decode(std::span<const std::byte> in) noexcept;
 };
 Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept;
+
+/// Names for logs; "unknown" for a value outside the enumeration.
+std::string_view to_string(PortalsOp op) noexcept;
+std::string_view to_string(NiFail f) noexcept;
 
 /// True for reply, ack, ct_ack and oc_ack.
 bool is_answer(PortalsOp op) noexcept;

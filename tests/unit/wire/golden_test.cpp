@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace pier::wire {
@@ -401,6 +404,42 @@ TEST(Golden, PortGetRequest) {
   EXPECT_EQ(max_length_for_size(3), 0u);
   EXPECT_EQ(max_length_for_size(12), 4088u);
   EXPECT_EQ(max_length_for_size(2), 0u);
+}
+
+}  // namespace
+}  // namespace pier::wire
+
+namespace pier::wire {
+namespace {
+
+/// Every value below `limit` that the enumeration names has its own name;
+/// the rest, up to 255, are "unknown".
+template <class E>
+void check_names(std::uint8_t first, std::uint8_t limit) {
+  std::vector<std::string_view> seen;
+  for (int raw = 0; raw < 256; ++raw) {
+    const std::string_view name = to_string(static_cast<E>(raw));
+    const bool valid = raw >= first && raw < limit;
+    if constexpr (std::is_same_v<E, PacketType>) {
+      EXPECT_EQ(name != "unknown", is_packet_type(static_cast<std::uint8_t>(raw))) << raw;
+      continue;
+    }
+    EXPECT_EQ(name != "unknown", valid) << raw;
+    if (valid) {
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), name), 0) << name;
+      seen.push_back(name);
+    }
+  }
+}
+
+TEST(Names, EveryEnumeratorHasItsOwnName) {
+  check_names<PacketType>(0, 0);
+  check_names<AckResult>(0, ack_result_limit);
+  check_names<PortalsOp>(1, portals_op_limit);
+  check_names<NiFail>(0, ni_fail_limit);
+  check_names<PortKind>(1, port_kind_limit);
+  EXPECT_EQ(to_string(PacketType::driver_local), "driver_local");
+  EXPECT_EQ(to_string(PortalsOp::fetch_atomic), "fetch_atomic");
 }
 
 }  // namespace
