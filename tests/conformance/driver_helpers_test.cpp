@@ -5,6 +5,7 @@
 #include <pier/driver.hpp>
 
 #include <array>
+#include <cstring>
 #include <numeric>
 
 #include "driver/driver.hpp"
@@ -166,6 +167,84 @@ TEST(MakeContext, FindsBuiltinsByName) {
   bool listed = false;
   for (const auto& e : builtin_drivers()) listed |= e.name == "self";
   EXPECT_TRUE(listed);
+}
+
+}  // namespace
+}  // namespace pier::driver
+
+namespace pier::driver {
+namespace {
+
+struct SelfNode {
+  std::unique_ptr<Context> ctx;
+  std::vector<std::byte> url;
+};
+
+SelfNode self_node() {
+  SelfNode n;
+  auto ctx = make_context("self");
+  if (!ctx) return n;
+  n.ctx = std::move(*ctx);
+  if (!n.ctx->properties({}).has_value()) return n;
+  auto url = n.ctx->init();
+  if (url) n.url = std::move(*url);
+  return n;
+}
+
+TEST(SelfDriver, BuffersGoBackOnlyWhereTheyCameFrom) {
+  SelfNode x = self_node(), y = self_node(), z = self_node();
+  ASSERT_FALSE(x.url.empty() || y.url.empty() || z.url.empty());
+  auto xy = std::move(*x.ctx->open_instance(Track::small));
+  auto yx = std::move(*y.ctx->open_instance(Track::small));
+  auto xz = std::move(*x.ctx->open_instance(Track::small));
+  auto zx = std::move(*z.ctx->open_instance(Track::small));
+  ASSERT_EQ(xy->connect_async(y.url), Status::ok);
+  ASSERT_EQ(yx->connect_async(x.url), Status::ok);
+  ASSERT_EQ(xz->connect_async(z.url), Status::ok);
+  ASSERT_EQ(zx->connect_async(x.url), Status::ok);
+  const Deadline soon = Clock::now() + std::chrono::seconds(5);
+  for (Instance* i : {xy.get(), yx.get(), xz.get(), zx.get()})
+    ASSERT_EQ(i->connect_wait(soon), Status::ok);
+
+  // A send buffer from one instance cannot be posted on another.
+  Packet s;
+  ASSERT_EQ(xy->send_buf_get(s), Status::ok);
+  EXPECT_EQ(xz->send_buf_post(s, 4), Status::invalid_argument);
+  std::memset(s.buf, 0x5a, 4);
+  ASSERT_EQ(xy->send_buf_post(s, 4), Status::ok);
+  Packet s2;
+  ASSERT_EQ(xz->send_buf_get(s2), Status::ok);
+  ASSERT_EQ(xz->send_buf_post(s2, 2), Status::ok);
+
+  // A received buffer goes back to its own instance only, exactly once.
+  Packet r;
+  ASSERT_EQ(yx->recv_poll(r), Status::ok);
+  EXPECT_EQ(r.length, 4u);
+  EXPECT_EQ(r.buf[3], std::byte{0x5a});
+  Packet r2;
+  ASSERT_EQ(zx->recv_poll(r2), Status::ok);
+  EXPECT_EQ(zx->recv_buf_release(r), Status::invalid_argument) << "another instance's cell";
+  EXPECT_EQ(yx->recv_buf_release(r), Status::ok);
+  EXPECT_EQ(yx->recv_buf_release(r), Status::invalid_argument) << "released twice";
+  EXPECT_EQ(zx->recv_buf_release(r2), Status::ok);
+}
+
+TEST(SelfDriver, ConnectsToItsOwnContext) {
+  SelfNode x = self_node();
+  auto loop = std::move(*x.ctx->open_instance(Track::small));
+  ASSERT_EQ(loop->connect_async(x.url), Status::ok);
+  ASSERT_EQ(loop->connect_wait(Clock::now() + std::chrono::seconds(5)), Status::ok);
+  std::array<std::byte, 3> msg{std::byte{1}, std::byte{2}, std::byte{3}}, got{};
+  ::iovec siov{msg.data(), msg.size()}, riov{got.data(), got.size()};
+  Packet s, r;
+  s.set_iovec(&siov, 1);
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(loop->send_post(s), Status::ok);
+  ASSERT_EQ(loop->recv_post(r), Status::ok);
+  EXPECT_EQ(got, msg);
+  EXPECT_EQ(x.ctx->close(), Status::in_use) << "an instance is still open";
+  loop.reset();
+  EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
 }  // namespace

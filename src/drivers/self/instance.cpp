@@ -184,6 +184,7 @@ Status SelfInstance::send_buf_post(Packet& pkt, std::size_t len) {
     return Status::invalid_argument;
   std::lock_guard lock(pipe_->mu);
   Direction& d = out();
+  if (!d.owns(pkt.driver_data[2], pkt.buf)) return Status::invalid_argument;
   const auto cell = static_cast<std::uint32_t>(pkt.driver_data[2]);
   pkt.buf = nullptr;
   pkt.buf_len = 0;
@@ -364,6 +365,7 @@ Status SelfInstance::recv_buf_release(Packet& pkt) {
   if (!pipe_) return unconnected();
   if (stage_of(pkt) != Stage::recv_buf_held) return Status::invalid_argument;
   std::lock_guard lock(pipe_->mu);
+  if (!in().owns(pkt.driver_data[2], pkt.buf)) return Status::invalid_argument;
   in().give_cell(static_cast<std::uint32_t>(pkt.driver_data[2]));
   set_stage(pkt, Stage::idle);
   pkt.buf = nullptr;

@@ -78,6 +78,11 @@ class Direction {
   void give_cell(std::uint32_t cell) noexcept;
   std::byte* cell(std::uint32_t index) noexcept { return cells_.get() + index * cell_bytes_; }
   std::size_t cell_bytes() const noexcept { return cell_bytes_; }
+  /// Whether `ptr` is the start of cell `index` of this direction: a buffer
+  /// handed back must be one this direction handed out.
+  bool owns(std::uintptr_t index, const std::byte* ptr) const noexcept {
+    return cells_ && index < depth_ && ptr == cells_.get() + index * cell_bytes_;
+  }
 
   /// Moves the front packet into `dst` (completing a by-reference sender)
   /// and pops it; ok or truncated.
