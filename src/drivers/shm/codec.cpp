@@ -149,6 +149,7 @@ void encode_rdv(const Rdv& r, driver::Packet& pkt) noexcept {
   std::span<std::byte> o(pkt.rdv_data.data(), Rdv::size);
   std::fill(o.begin(), o.end(), std::byte{0});
   store_u8(o, 0, Rdv::kind_cma);
+  store_u8(o, 1, r.can_pull ? Rdv::flag_can_pull : 0);
   store_u32(o, 4, r.iov_count);
   store_u64(o, 8, r.token);
   store_u64(o, 16, r.addr);
@@ -160,9 +161,12 @@ void encode_rdv(const Rdv& r, driver::Packet& pkt) noexcept {
 Result<Rdv> decode_rdv(const driver::Packet& pkt) noexcept {
   if (pkt.rdv_len != Rdv::size) return Status::malformed;
   std::span<const std::byte> in(pkt.rdv_data.data(), Rdv::size);
-  if (load_u8(in, 0) != Rdv::kind_cma || !all_zero(in, 1, 3) || !all_zero(in, 36, 4))
+  const std::uint8_t flags = load_u8(in, 1);
+  if (load_u8(in, 0) != Rdv::kind_cma || (flags & ~Rdv::flag_can_pull) != 0 ||
+      !all_zero(in, 2, 2) || !all_zero(in, 36, 4))
     return Status::malformed;
   Rdv r;
+  r.can_pull = (flags & Rdv::flag_can_pull) != 0;
   r.iov_count = load_u32(in, 4);
   r.token = load_u64(in, 8);
   r.addr = load_u64(in, 16);
@@ -183,6 +187,20 @@ Result<Done> decode_done(std::span<const std::byte> in) noexcept {
   Done d{load_u64(in, 0), load_u64(in, 8), load_u64(in, 16)};
   if (d.written > d.total) return Status::malformed;
   return d;
+}
+
+void encode_split(const Split& sp, std::span<std::byte> out) noexcept {
+  store_u64(out, 0, sp.token);
+  store_u64(out, 8, sp.offset);
+  store_u64(out, 16, sp.len);
+  store_u64(out, 24, sp.addr);
+}
+
+Result<Split> decode_split(std::span<const std::byte> in) noexcept {
+  if (in.size() != Split::size) return Status::malformed;
+  Split sp{load_u64(in, 0), load_u64(in, 8), load_u64(in, 16), load_u64(in, 24)};
+  if (sp.len == 0 || sp.offset + sp.len < sp.offset) return Status::malformed;
+  return sp;
 }
 
 }  // namespace pier::drivers::shm

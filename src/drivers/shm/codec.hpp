@@ -17,12 +17,15 @@
 //   reply  (8 B)  acceptor -> connector: magic "psRP", version, answer
 //                 (0 accepted, 1 in use, 2 rejected), 2 reserved.
 //   wake   (0 B)  either way: "look at the rings again" (see docs/shm.md).
-//   rdv    (40 B) in Packet::rdv_data: kind (1 = single copy), 3 reserved,
+//   rdv    (40 B) in Packet::rdv_data: kind (1 = single copy), flags (bit 0:
+//                 the receiver can read the sender: split copies), 2 reserved,
 //                 iovec count (u32), token (u64), address (u64: the buffer
 //                 when count is 1, else the receiver's iovec array),
 //                 capacity (u64), receiver pid (u32), reserved (u32).
 //   done   (24 B) ring record payload after a single copy: token, bytes
 //                 written, bytes the sender had.
+//   split  (32 B) ring record payload: token, offset, length, sender address:
+//                 "read these bytes of mine into your buffer at offset".
 #pragma once
 
 #include <pier/driver.hpp>
@@ -91,6 +94,8 @@ std::array<std::byte, control_prefix> encode_wake() noexcept;
 struct Rdv {
   static constexpr std::size_t size = 40;
   static constexpr std::uint8_t kind_cma = 1;
+  static constexpr std::uint8_t flag_can_pull = 1;
+  bool can_pull = false;  ///< the receiver may read the sender's memory
   std::uint32_t iov_count = 0;
   std::uint64_t token = 0;
   std::uint64_t addr = 0;
@@ -109,5 +114,15 @@ struct Done {
 };
 void encode_done(const Done& d, std::span<std::byte> out) noexcept;
 Result<Done> decode_done(std::span<const std::byte> bytes) noexcept;
+
+struct Split {
+  static constexpr std::size_t size = 32;
+  std::uint64_t token = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t len = 0;
+  std::uint64_t addr = 0;
+};
+void encode_split(const Split& s, std::span<std::byte> out) noexcept;
+Result<Split> decode_split(std::span<const std::byte> bytes) noexcept;
 
 }  // namespace pier::drivers::shm

@@ -38,6 +38,14 @@ inline const config::IntKey max_packet_key{
 inline const config::BoolKey cma_key{
     "SHM_CMA", true,
     "move large-track packets with one process_vm_writev where the per-pair probe allows it"};
+inline const config::IntKey split_min_key{
+    "SHM_SPLIT_MIN",
+    256 * 1024,
+    0,
+    std::int64_t{1} << 40,
+    "single copies at least this large are split: the sender writes the first half while "
+    "the receiver reads the second (two cores copying); 0 turns splitting off",
+    config::Type::size};
 inline const config::IntKey spin_key{"SHM_SPIN_US", 50, 0, 1000000,
                                      "microseconds a blocking wait polls before it sleeps"};
 
@@ -59,6 +67,7 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
   settings_.max_packet = static_cast<std::uint32_t>(
       std::min<std::size_t>(static_cast<std::size_t>(max_packet_key.get()), max_by_ring));
   settings_.cma = cma_key.get();
+  settings_.split_min = static_cast<std::size_t>(split_min_key.get());
   settings_.spin_ns = spin_key.get() * 1000;
 
   caps_ = driver::Caps{};

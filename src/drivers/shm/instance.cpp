@@ -305,7 +305,7 @@ void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {
   sleepers.fetch_add(1, std::memory_order_seq_cst);
   bool news = false;
   if (writer) {
-    news = tx_.ctl_word(ctl_consumed).load(std::memory_order_seq_cst) != tx_.consumed_cache();
+    news = send_news();
   } else {
     Record r;
     news = rx_.peek(r) != 0;

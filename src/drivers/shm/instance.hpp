@@ -87,6 +87,8 @@ class ShmInstance final : public driver::Instance {
   /// sleepers word to raise.
   void sleep(bool writer, driver::Deadline deadline) noexcept;
   bool spin_expired(std::int64_t& start_ns) const noexcept;
+  /// A sleeping sender has something new to look at.
+  bool send_news() noexcept;
 
   // send (send.cpp)
   void enqueue(driver::Packet& pkt) noexcept;
@@ -95,6 +97,13 @@ class ShmInstance final : public driver::Instance {
   bool pump_frags(driver::Packet& pkt) noexcept;
   void pump_cma(driver::Packet& pkt) noexcept;
   bool pump_done(driver::Packet& pkt) noexcept;
+  /// Waits for the receiver's half of a split copy (false: not yet).
+  bool pump_split(driver::Packet& pkt) noexcept;
+  /// The receiver's buffer as iovecs (its rdv data), in `out`; the count, or
+  /// more than out.size() when it cannot be described.
+  std::size_t remote_iovs(const Rdv& rdv, std::span<::iovec> out) noexcept;
+  /// The receiver's half of a split copy.
+  bool pull_split(const Split& sp) noexcept;
   void complete_send(driver::Packet& pkt, Status st) noexcept;
 
   // receive (recv.cpp)

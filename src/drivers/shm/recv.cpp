@@ -52,6 +52,7 @@ Status ShmInstance::recv_post(driver::Packet& pkt) {
     Rdv rdv;
     rdv.capacity = pkt.size();
     rdv.pid = static_cast<std::uint32_t>(::getpid());
+    rdv.can_pull = cma_ok_;
     bool describable = true;
     if (pkt.form == driver::Packet::Form::iovec && pkt.iov_count != 1) {
       rdv.iov_count = pkt.iov_count;
@@ -134,6 +135,18 @@ Status ShmInstance::progress_recv() noexcept {
         }
         continue;
       }
+      case Kind::rdv_split: {
+        Result<Split> sp = decode_split(std::span<const std::byte>(r.payload, r.len));
+        if (!sp || posted_ == nullptr || in_frag_ || sp->token != token_) break;
+        const bool pulled = pull_split(*sp);
+        // seq_cst, then the sleepers load: the sender may sleep waiting for it.
+        rx_.ctl_word(ctl_rdv_accept)
+            .exchange(token_ | rdv_claimed | (pulled ? rdv_split_ok : rdv_split_failed),
+                      std::memory_order_seq_cst);
+        if (rx_.ctl_word(ctl_writer_sleepers).load(std::memory_order_seq_cst) != 0) wake_peer();
+        consume(r.lines);
+        continue;
+      }
       case Kind::rdv_done: {
         Result<Done> d = decode_done(std::span<const std::byte>(r.payload, r.len));
         if (!d || posted_ == nullptr || in_frag_ || d->token != token_) break;
@@ -152,6 +165,16 @@ Status ShmInstance::progress_recv() noexcept {
   absorb_gone();
   if (phase_ == Phase::failed || phase_ == Phase::closed) return complete_recv(fail_);
   return Status::in_progress;
+}
+
+bool ShmInstance::pull_split(const Split& sp) noexcept {
+  std::array<::iovec, 64> local;
+  PieceList pieces{local.data(), 0, local.size(), false};
+  const std::size_t covered =
+      driver::for_each_piece(*posted_, sp.offset, sp.len, &collect_piece, &pieces);
+  if (pieces.overflow || covered != sp.len) return false;
+  return cma_read_iov(peer_pid_, sp.addr, std::span<const ::iovec>(local.data(), pieces.n)) ==
+         Status::ok;
 }
 
 Status ShmInstance::recv_poll(driver::Packet& pkt) {

@@ -42,13 +42,18 @@ inline constexpr std::size_t ctl_writer_sleepers = 256;
 inline constexpr std::size_t ctl_rdv_accept = 384;
 inline constexpr std::uint32_t segment_magic = 0x6d687370;  // "pshm"
 inline constexpr std::uint32_t segment_version = 1;
+// rdv_accept holds the open receive's token, with these bits as it goes:
+// the sender claimed it, then the receiver finished (or failed) its half of
+// a split copy.
 inline constexpr std::uint64_t rdv_claimed = std::uint64_t{1} << 63;
+inline constexpr std::uint64_t rdv_split_ok = std::uint64_t{1} << 62;
+inline constexpr std::uint64_t rdv_split_failed = std::uint64_t{1} << 61;
 
 /// Hard bounds on a peer's ring geometry, whatever our own configuration.
 inline constexpr std::uint32_t min_ring_lines = 64;
 inline constexpr std::uint32_t max_ring_lines = 1u << 24;
 
-enum class Kind : std::uint8_t { packet = 1, frag = 2, skip = 3, rdv_done = 4 };
+enum class Kind : std::uint8_t { packet = 1, frag = 2, skip = 3, rdv_done = 4, rdv_split = 5 };
 inline constexpr std::uint8_t flag_last = 1;
 
 /// Lines a record of `len` payload bytes occupies.
@@ -226,7 +231,7 @@ class RingReader {
     r.lines = lines_for(len);
     if (r.lines > v_.lines - (pos & (v_.lines - 1))) return -1;
     if (kind < static_cast<std::uint8_t>(Kind::packet) ||
-        kind > static_cast<std::uint8_t>(Kind::rdv_done))
+        kind > static_cast<std::uint8_t>(Kind::rdv_split))
       return -1;
     r.payload = h + record_header;
     r.len = len;

@@ -24,6 +24,7 @@ enum : std::uintptr_t {
   send_frag,
   send_cma,
   send_done_record,
+  send_split_wait,
 };
 
 /// The smallest fragment worth publishing when the ring is nearly full.
@@ -146,6 +147,7 @@ Status ShmInstance::send_poll(driver::Packet& pkt) {
     case send_frag:
     case send_cma:
     case send_done_record:
+    case send_split_wait:
       pump();
       if (pkt.driver_data[0] == send_done) return static_cast<Status>(pkt.driver_data[3]);
       maybe_check_peer();
@@ -178,6 +180,9 @@ void ShmInstance::pump() noexcept {
         break;
       case send_frag:
         progressed = pump_frags(p);
+        break;
+      case send_split_wait:
+        progressed = pump_split(p);
         break;
       default:
         // Only this file writes the states: anything else is our own bug.
@@ -217,6 +222,18 @@ bool ShmInstance::pump_frags(driver::Packet& pkt) noexcept {
   return true;
 }
 
+std::size_t ShmInstance::remote_iovs(const Rdv& rdv, std::span<::iovec> out) noexcept {
+  if (rdv.iov_count == 1) {
+    out[0] = {reinterpret_cast<void*>(rdv.addr), static_cast<std::size_t>(rdv.capacity)};
+    return 1;
+  }
+  if (rdv.iov_count > out.size()) return out.size() + 1;
+  if (rdv.iov_count != 0 &&
+      cma_read(peer_pid_, rdv.addr, out.data(), rdv.iov_count * sizeof(::iovec)) != Status::ok)
+    return out.size() + 1;
+  return rdv.iov_count;
+}
+
 void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
   Result<Rdv> rdv = decode_rdv(pkt);
   if (!rdv) {
@@ -233,18 +250,7 @@ void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
     return;
   }
   std::array<::iovec, 64> remote;
-  std::size_t remote_n = 0;
-  if (rdv->iov_count == 1) {
-    remote[0] = {reinterpret_cast<void*>(rdv->addr), static_cast<std::size_t>(rdv->capacity)};
-    remote_n = 1;
-  } else if (rdv->iov_count <= remote.size()) {
-    remote_n = rdv->iov_count;
-    if (remote_n != 0 &&
-        cma_read(peer_pid_, rdv->addr, remote.data(), remote_n * sizeof(::iovec)) != Status::ok)
-      remote_n = remote.size() + 1;
-  } else {
-    remote_n = remote.size() + 1;
-  }
+  const std::size_t remote_n = remote_iovs(*rdv, remote);
   std::array<::iovec, 64> local;
   PieceList pieces{local.data(), 0, local.size(), false};
   (void)driver::for_each_piece(pkt, 0, pkt.size(), &collect_piece, &pieces);
@@ -253,9 +259,36 @@ void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
     pkt.driver_data[0] = send_frag;
     return;
   }
+  const std::span<const ::iovec> remote_v(remote.data(), remote_n);
+  std::size_t capacity = 0;
+  for (const ::iovec& v : remote_v) capacity += v.iov_len;
+  const std::size_t want = std::min(pkt.size(), capacity);
+  const std::size_t split_min = ctx_->settings().split_min;
+  if (split_min != 0 && want >= split_min && rdv->can_pull && pieces.n == 1) {
+    // Two cores copy: the receiver pulls the second half while we push the
+    // first. The split record goes first so its copy starts at once.
+    const std::size_t offset = (want / 2) & ~std::size_t{63};
+    std::size_t granted = 0;
+    if (std::byte* p = tx_.reserve(Split::size, Split::size, granted); p != nullptr) {
+      const auto base = reinterpret_cast<std::uintptr_t>(local[0].iov_base);
+      encode_split(Split{rdv->token, offset, want - offset, base + offset},
+                   std::span<std::byte>(p, Split::size));
+      if (tx_.publish(Split::size, Kind::rdv_split, 0)) wake_peer();
+      const ::iovec first{local[0].iov_base, offset};
+      Result<std::size_t> w = cma_write(peer_pid_, std::span<const ::iovec>(&first, 1), remote_v);
+      if (!w) {
+        // The receiver is already pulling its half: no way back to the cells.
+        fail(Status::broken);
+        return;
+      }
+      pkt.driver_data[2] = want;
+      pkt.driver_data[3] = rdv->token;
+      pkt.driver_data[0] = send_split_wait;
+      return;
+    }
+  }
   Result<std::size_t> written =
-      cma_write(peer_pid_, std::span<const ::iovec>(local.data(), pieces.n),
-                std::span<const ::iovec>(remote.data(), remote_n));
+      cma_write(peer_pid_, std::span<const ::iovec>(local.data(), pieces.n), remote_v);
   if (!written) {
     if (written.status() == Status::broken) {
       fail(Status::broken);
@@ -269,6 +302,46 @@ void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
   pkt.driver_data[2] = *written;
   pkt.driver_data[3] = rdv->token;
   pkt.driver_data[0] = send_done_record;
+}
+
+bool ShmInstance::pump_split(driver::Packet& pkt) noexcept {
+  const std::uint64_t token = pkt.driver_data[3];
+  const std::uint64_t state = tx_.ctl_word(ctl_rdv_accept).load(std::memory_order_acquire);
+  if (state == (token | rdv_claimed | rdv_split_ok)) {
+    pkt.driver_data[0] = send_done_record;
+    return true;
+  }
+  if (state != (token | rdv_claimed | rdv_split_failed)) return false;
+  // The receiver could not pull its half: push it ourselves.
+  Result<Rdv> rdv = decode_rdv(pkt);
+  std::array<::iovec, 64> remote;
+  const std::size_t remote_n = rdv ? remote_iovs(*rdv, remote) : remote.size() + 1;
+  std::array<::iovec, 64> local;
+  PieceList pieces{local.data(), 0, local.size(), false};
+  (void)driver::for_each_piece(pkt, 0, pkt.size(), &collect_piece, &pieces);
+  const std::size_t want = pkt.driver_data[2];
+  const std::size_t offset = (want / 2) & ~std::size_t{63};
+  if (remote_n > remote.size() || pieces.n != 1) {
+    fail(Status::broken);
+    return true;
+  }
+  const ::iovec rest{static_cast<std::byte*>(local[0].iov_base) + offset, want - offset};
+  Result<std::size_t> w = cma_write_at(peer_pid_, std::span<const ::iovec>(&rest, 1),
+                                       std::span<const ::iovec>(remote.data(), remote_n), offset);
+  if (!w) {
+    fail(Status::broken);
+    return true;
+  }
+  pkt.driver_data[0] = send_done_record;
+  return true;
+}
+
+bool ShmInstance::send_news() noexcept {
+  if (tx_.ctl_word(ctl_consumed).load(std::memory_order_seq_cst) != tx_.consumed_cache())
+    return true;
+  if (send_head_ == nullptr || send_head_->driver_data[0] != send_split_wait) return false;
+  const std::uint64_t token = send_head_->driver_data[3];
+  return tx_.ctl_word(ctl_rdv_accept).load(std::memory_order_seq_cst) != (token | rdv_claimed);
 }
 
 bool ShmInstance::pump_done(driver::Packet& pkt) noexcept {

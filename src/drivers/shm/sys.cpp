@@ -308,11 +308,20 @@ std::size_t total(std::span<const ::iovec> v) noexcept {
 
 Result<std::size_t> cma_write(pid_t pid, std::span<const ::iovec> local,
                               std::span<const ::iovec> remote) noexcept {
-  const std::size_t want = std::min(total(local), total(remote));
+  return cma_write_at(pid, local, remote, 0);
+}
+
+Result<std::size_t> cma_write_at(pid_t pid, std::span<const ::iovec> local,
+                                 std::span<const ::iovec> remote,
+                                 std::size_t remote_offset) noexcept {
+  const std::size_t remote_total = total(remote);
+  if (remote_offset > remote_total) return std::size_t{0};
+  const std::size_t want = std::min(total(local), remote_total - remote_offset);
   IovCursor src{local};
   IovCursor dst{remote};
   src.skip_empty();
   dst.skip_empty();
+  dst.advance(remote_offset);
   std::size_t written = 0;
   const bool same = pid == ::getpid();
   while (written < want) {
@@ -340,6 +349,36 @@ Result<std::size_t> cma_write(pid_t pid, std::span<const ::iovec> local,
     written += n;
   }
   return written;
+}
+
+Status cma_read_iov(pid_t pid, std::uint64_t addr, std::span<const ::iovec> local) noexcept {
+  const std::size_t want = total(local);
+  IovCursor dst{local};
+  dst.skip_empty();
+  std::size_t done = 0;
+  const bool same = pid == ::getpid();
+  while (done < want) {
+    std::array<::iovec, 64> lw;
+    const std::size_t ln = dst.window(lw, want - done);
+    std::size_t n = 0;
+    if (same) {
+      std::memcpy(lw[0].iov_base, reinterpret_cast<const void*>(addr + done), lw[0].iov_len);
+      n = lw[0].iov_len;
+    } else {
+      ::iovec remote{reinterpret_cast<void*>(addr + done), want - done};
+      const ssize_t got = ::process_vm_readv(pid, lw.data(), ln, &remote, 1, 0);
+      if (got <= 0) {
+        const int err = got < 0 ? errno : EFAULT;
+        if (err == ESRCH) return Status::broken;
+        PIER_LOG(warn, "shm", "single copy from pid {} failed: {}", pid, std::strerror(err));
+        return Status::system_error;
+      }
+      n = static_cast<std::size_t>(got);
+    }
+    dst.advance(n);
+    done += n;
+  }
+  return Status::ok;
 }
 
 Status cma_read(pid_t pid, std::uint64_t addr, void* dst, std::size_t len) noexcept {

@@ -105,6 +105,13 @@ bool probe_cma(pid_t pid, std::uint64_t addr, std::uint64_t expect) noexcept;
 /// Copies min(local total, remote total) bytes; returns the bytes written.
 Result<std::size_t> cma_write(pid_t pid, std::span<const ::iovec> local,
                               std::span<const ::iovec> remote) noexcept;
+/// As cma_write(), skipping the first `remote_offset` bytes of `remote`.
+Result<std::size_t> cma_write_at(pid_t pid, std::span<const ::iovec> local,
+                                 std::span<const ::iovec> remote,
+                                 std::size_t remote_offset) noexcept;
+/// Reads process `pid`'s bytes at `addr` into the local iovecs (their total
+/// length), resuming after partial transfers.
+Status cma_read_iov(pid_t pid, std::uint64_t addr, std::span<const ::iovec> local) noexcept;
 /// Reads `len` bytes at `addr` in process `pid` into `dst`.
 Status cma_read(pid_t pid, std::uint64_t addr, void* dst, std::size_t len) noexcept;
 

@@ -209,6 +209,15 @@ TEST(ShmPair, LargeTrackSingleCopy) {
   stream_large(p, 0, 16, true);
   stream_large(p, 100000, 5000, true);
   stream_large(p, 70000, 1 << 20, true);
+  stream_large(p, 1 << 20, 600000, true);  // split in two, and truncated
+}
+
+TEST(ShmPair, LargeTrackSingleCopyWithoutSplitting) {
+  config::ScopedSet split("SHM_SPLIT_MIN", "0");
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  stream_large(p, 3 << 20, 3 << 20, true);
+  stream_large(p, 1 << 20, 600000, true);
 }
 
 TEST(ShmPair, LargeTrackPipelinedCopyWithoutSingleCopy) {
@@ -238,10 +247,14 @@ TEST(ShmPair, ScatteredReceiveTakesASingleCopyThroughItsIovecArray) {
   s.set_iovec(&siov, 1);
   s.rdv_data = r.rdv_data;
   s.rdv_len = r.rdv_len;
+  // 300000 bytes are split: the receiver pulls half, so it runs alongside.
+  Status rs = Status::internal;
+  std::thread receiver([&] { rs = p.ib->recv_wait(r, after_ms(10000)); });
   Status ss = p.ia->send_post(s);
-  if (ss == Status::in_progress) ss = p.ia->send_wait(s, after_ms(5000));
+  if (ss == Status::in_progress) ss = p.ia->send_wait(s, after_ms(10000));
+  receiver.join();
   ASSERT_EQ(ss, Status::ok);
-  ASSERT_EQ(p.ib->recv_wait(r, after_ms(5000)), Status::ok);
+  ASSERT_EQ(rs, Status::ok);
   EXPECT_EQ(r.length, 300000u);
   EXPECT_EQ(0, std::memcmp(a.data(), data.data(), 1000));
   EXPECT_EQ(0, std::memcmp(b.data(), data.data() + 1000, 200000));
