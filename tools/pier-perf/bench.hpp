@@ -65,6 +65,7 @@ class Bench {
   /// once it would take longer than this (measured on the warm-up).
   static constexpr double latency_budget_s = 0.5;
   static constexpr double stream_budget_s = 0.25;
+  static constexpr std::size_t max_stream_messages = 200000;
 
  private:
   Failure latency(std::size_t size, SizeResult& out);
