@@ -28,7 +28,10 @@ endforeach()
 # libfabric, threads); they add no object, since every symbol is defined.
 set(pier_objects "")
 foreach(lib IN LISTS pier_archives)
-  list(APPEND pier_objects $<TARGET_OBJECTS:${lib}>)
+  get_target_property(lib_type ${lib} TYPE)
+  if(lib_type STREQUAL "STATIC_LIBRARY" OR lib_type STREQUAL "OBJECT_LIBRARY")
+    list(APPEND pier_objects $<TARGET_OBJECTS:${lib}>)
+  endif()
 endforeach()
 add_library(pier SHARED ${pier_objects})
 set_target_properties(pier PROPERTIES
