@@ -72,6 +72,9 @@ Status parse_option(Plan& plan, std::string_view name, std::string_view value, s
     return fail(error, fmt::format("'{}' needs a non-negative integer, not '{}'", name, value));
   if (name == "seed") {
     plan.seed = n;
+  } else if (name == "from") {
+    if (n < 1) return fail(error, "from must be at least 1");
+    plan.from = n;
   } else if (name == "delay_packets") {
     if (n < 1 || n > 1'000'000) return fail(error, "delay_packets must be in [1, 1000000]");
     plan.delay_packets = static_cast<std::uint32_t>(n);
@@ -178,6 +181,7 @@ std::string format_plan(const Plan& plan) {
     for (const std::uint64_t n : plan.at[i]) out += fmt::format(",{}@{}", fault_names[i], n);
   }
   out += fmt::format(",delay_packets={},delay_us={}", plan.delay_packets, plan.delay_time.count());
+  if (plan.from > 1) out += fmt::format(",from={}", plan.from);
   if (plan.track == TrackFilter::small) out += ",track=small";
   if (plan.track == TrackFilter::large) out += ",track=large";
   out += fmt::format(",slots={},slot_bytes={}", plan.slots, plan.slot_bytes);
@@ -189,7 +193,7 @@ bool Injector::fires(Fault f, std::uint64_t stream, std::uint64_t number) const 
   const auto& list = plan_.at[i];
   if (std::find(list.begin(), list.end(), number) != list.end()) return true;
   const double p = plan_.probability[i];
-  if (p <= 0.0) return false;
+  if (p <= 0.0 || number < plan_.from) return false;
   if (p >= 1.0) return true;
   // 53 random bits give a uniform double in [0, 1).
   const double u = static_cast<double>(hash_draw(plan_.seed, stream, f, number, 0) >> 11) *

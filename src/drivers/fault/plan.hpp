@@ -61,6 +61,10 @@ struct Plan {
   /// packet then waits for later sends).
   std::chrono::microseconds delay_time{10000};
   TrackFilter track = TrackFilter::any;
+  /// Probabilities apply from this operation number on (each fault's own
+  /// counter), so a set-up phase (handshakes) can run clean; "@N" rules
+  /// are not affected.
+  std::uint64_t from = 1;
   /// Per-instance bounded buffer for held and modified packets, allocated
   /// when the instance is opened; a packet larger than slot_bytes, or a fault
   /// finding no free slot, is delivered unmodified (logged).

@@ -91,6 +91,17 @@ TEST(FaultInjector, SameSeedSameDecisionsOtherSeedOthers) {
   EXPECT_GT(differ, 1000);
 }
 
+TEST(FaultInjector, ProbabilitiesStartAtFrom) {
+  Plan p = *parse_plan("drop=1,dup@2,from=5");
+  Injector inj(p);
+  for (std::uint64_t n = 1; n <= 10; ++n) {
+    EXPECT_EQ(inj.fires(Fault::drop, 0, n), n >= 5) << n;
+    EXPECT_EQ(inj.fires(Fault::dup, 0, n), n == 2) << n;  // "@N" ignores from
+  }
+  EXPECT_EQ(parse_plan(format_plan(p))->from, 5u);
+  EXPECT_EQ(parse_plan("from=0").status(), Status::invalid_argument);
+}
+
 TEST(FaultInjector, FixedNumbersFireExactly) {
   Plan p = *parse_plan("truncate@5,truncate@7");
   Injector inj(p);
