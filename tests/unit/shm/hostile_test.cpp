@@ -1,0 +1,153 @@
+// tests/unit/shm: a fake peer that speaks the connection protocol by hand and
+// then writes nonsense: the driver answers broken, never crashes or hangs.
+#include "helpers.hpp"
+
+#include "drivers/shm/codec.hpp"
+#include "drivers/shm/ring.hpp"
+#include "drivers/shm/sys.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+namespace pier::drivers::shm::test {
+namespace {
+
+/// A hand-made connector. Its url sorts before any real context's (nonce 0),
+/// so the real side accepts.
+struct FakePeer {
+  Url url;
+  std::vector<std::byte> url_bytes;
+  Segment seg;
+  Fd sock;
+  std::uint64_t key = 0x1234567890abcdef;
+  std::uint32_t lines = 1024;
+
+  explicit FakePeer(const Side& real) {
+    Result<Url> r = decode_url(real.url);
+    EXPECT_TRUE(r.has_value());
+    url.boot_id = r->boot_id;
+    url.pid = static_cast<std::uint32_t>(::getpid());
+    url.nonce = 0;
+    url_bytes = encode_url(url);
+  }
+
+  /// Sends a hello; `tamper` may spoil it first.
+  Status connect(const Side& real, Track track, void (*tamper)(Hello&) = nullptr) {
+    Result<Url> r = decode_url(real.url);
+    if (!r) return r.status();
+    Result<Segment> s = create_segment(segment_size(lines));
+    if (!s) return s.status();
+    seg = std::move(*s);
+    write_header(seg.map.data(), SegmentHeader{lines, 4096, key, segment_size(lines)});
+    Result<Fd> fd = seqpacket_socket();
+    if (!fd) return fd.status();
+    sock = std::move(*fd);
+    const Status st = connect_abstract(sock.get(), socket_name(r->pid, r->nonce));
+    if (st != Status::ok) return st;
+    Hello h;
+    h.track = track;
+    std::copy(url_bytes.begin(), url_bytes.end(), h.url.begin());
+    h.ring_lines = lines;
+    h.max_packet = 4096;
+    h.segment_size = segment_size(lines);
+    if (tamper != nullptr) tamper(h);
+    return send_message(sock.get(), encode_hello(h), seg.fd.get());
+  }
+
+  /// Writes a record header into ring 0 at line `pos` and publishes it.
+  void write_record(std::uint64_t pos, std::uint32_t len, std::uint8_t kind,
+                    const void* payload = nullptr, std::size_t payload_len = 0) {
+    std::byte* line = seg.map.data() + rings_offset + (pos % lines) * line_size;
+    std::memcpy(line + 8, &len, 4);
+    line[12] = static_cast<std::byte>(kind);
+    if (payload_len != 0) std::memcpy(line + record_header, payload, payload_len);
+    word(line).store((pos + 1) ^ key, std::memory_order_release);
+  }
+};
+
+Status connect_to_fake(Instance& inst, Track track, FakePeer& fake, const Side& real,
+                       void (*tamper)(Hello&) = nullptr) {
+  Status st = inst.connect_async(fake.url_bytes);
+  if (st != Status::in_progress) return st;
+  st = fake.connect(real, track, tamper);
+  if (st != Status::ok) return st;
+  return inst.connect_wait(after_ms(5000));
+}
+
+TEST(ShmHostile, RecordPastTheRingBreaksTheInstance) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::small);
+  ASSERT_EQ(connect_to_fake(*inst, Track::small, fake, real), Status::ok);
+  const std::uint64_t eight = 0x0807060504030201;
+  fake.write_record(0, 8, static_cast<std::uint8_t>(Kind::packet), &eight, 8);
+  Packet r;
+  ASSERT_EQ(inst->recv_poll(r), Status::ok);  // the fake speaks correctly first
+  EXPECT_EQ(0, std::memcmp(r.buf, &eight, 8));
+  ASSERT_EQ(inst->recv_buf_release(r), Status::ok);
+  fake.write_record(1, 0xffffffffu, static_cast<std::uint8_t>(Kind::packet));
+  EXPECT_EQ(inst->recv_poll(r), Status::broken);
+  EXPECT_EQ(inst->recv_poll(r), Status::broken);
+}
+
+TEST(ShmHostile, UnknownKindAndOutOfProtocolRecordsBreakTheInstance) {
+  for (std::uint8_t kind :
+       {std::uint8_t{0}, std::uint8_t{99}, static_cast<std::uint8_t>(Kind::rdv_done)}) {
+    Side real = make_side();
+    FakePeer fake(real);
+    auto inst = open(real, Track::large);
+    ASSERT_EQ(connect_to_fake(*inst, Track::large, fake, real), Status::ok);
+    std::vector<std::byte> buf(64);
+    ::iovec iov{buf.data(), buf.size()};
+    Packet r;
+    r.set_iovec(&iov, 1);
+    ASSERT_EQ(inst->recv_post(r), Status::in_progress);
+    const std::uint64_t junk[3] = {12345, 1, 2};  // a done record for no token of ours
+    fake.write_record(0, 24, kind, junk, sizeof junk);
+    EXPECT_EQ(inst->recv_wait(r, after_ms(5000)), Status::broken) << int{kind};
+  }
+}
+
+TEST(ShmHostile, ReaderPositionOutOfBoundsBreaksTheSender) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::small);
+  ASSERT_EQ(connect_to_fake(*inst, Track::small, fake, real), Status::ok);
+  // Our ring to the fake is ring 1; its reader writes `consumed` nonsense.
+  word(fake.seg.map.data() + ctl_offset[1] + ctl_consumed).store(~std::uint64_t{0});
+  Status st = Status::ok;
+  for (int i = 0; i < 10000 && st == Status::ok; ++i) {
+    Packet s;
+    st = inst->send_buf_get(s);
+    if (st == Status::ok) st = inst->send_buf_post(s, 64);
+  }
+  EXPECT_EQ(st, Status::broken);
+}
+
+TEST(ShmHostile, BadHelloIsRejected) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::small);
+  EXPECT_EQ(connect_to_fake(*inst, Track::small, fake, real, [](Hello& h) { h.ring_lines = 1000; }),
+            Status::broken);
+  Side real2 = make_side();
+  FakePeer fake2(real2);
+  auto inst2 = open(real2, Track::small);
+  EXPECT_EQ(
+      connect_to_fake(*inst2, Track::small, fake2, real2, [](Hello& h) { h.segment_size += 4096; }),
+      Status::broken);
+}
+
+TEST(ShmHostile, PeerClosingItsSocketIsBroken) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::small);
+  ASSERT_EQ(connect_to_fake(*inst, Track::small, fake, real), Status::ok);
+  fake.sock.reset();
+  Packet r;
+  EXPECT_EQ(inst->recv_wait(r, after_ms(5000)), Status::broken);
+}
+
+}  // namespace
+}  // namespace pier::drivers::shm::test
