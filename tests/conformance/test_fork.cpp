@@ -398,5 +398,57 @@ CONFORMANCE_TEST(ForkedReceiveAny) {
   }
 }
 
+/// Orderly leaver: two packets, then disconnect, close and exit.
+int run_leaver(const std::string& spec, Child& chan) {
+  Peer p;
+  if (int e = connect_peer(spec, chan, p, false); e != 0) return e;
+  for (unsigned i = 0; i < 2; ++i) {
+    std::array<std::byte, 48> msg{};
+    fill_pattern(msg, 1300 + i);
+    ::iovec iov{msg.data(), msg.size()};
+    Packet s;
+    s.set_iovec(&iov, 1);
+    if (post_and_finish(*p.small, s, default_deadline()) != Status::ok) return 70;
+  }
+  const Status d = p.small->disconnect();
+  if (d != Status::ok && d != Status::unsupported) return 71;
+  p.small.reset();
+  return p.node.ctx->close() == Status::ok ? 0 : 72;
+}
+
+CONFORMANCE_TEST(ForkedPeerLeavesInOrder) {
+  if (in_process_only(spec())) GTEST_SKIP() << spec() << " reaches no other process";
+  const std::string sp = spec();
+  Child leaver([sp](Child& chan) { return run_leaver(sp, chan); });
+  ASSERT_TRUE(leaver.started());
+  Node me;
+  ASSERT_EQ(make_node(spec(), me), Status::ok);
+  const Caps& c = me.props.caps;
+  std::vector<std::byte> url;
+  ASSERT_EQ(leaver.receive(url, default_deadline()), Status::ok);
+  ASSERT_EQ(leaver.send(me.url), Status::ok);
+  auto inst = me.ctx->open_instance(Track::small);
+  ASSERT_TRUE(inst.has_value());
+  ASSERT_TRUE(is_success((*inst)->connect_async(url)));
+  Instance* one[] = {inst->get()};
+  ASSERT_EQ(finish_connect(one, default_deadline()), Status::ok);
+  int code = -1;
+  ASSERT_EQ(leaver.wait_exit(default_deadline(), &code), Status::ok);
+  EXPECT_EQ(code, 0) << "the leaving peer failed at step " << code;
+  // What was sent before the orderly close still arrives, in order; then
+  // the connection reports its end instead of waiting forever.
+  for (unsigned i = 0; i < 2; ++i) {
+    std::array<std::byte, 64> buf{};
+    std::size_t got = 0;
+    ASSERT_EQ(recv_bytes(**inst, c, buf, &got, default_deadline()), Status::ok) << "packet " << i;
+    EXPECT_EQ(got, 48u);
+    EXPECT_EQ(check_pattern({buf.data(), 48}, 1300 + i), 48u);
+  }
+  std::array<std::byte, 64> buf{};
+  std::size_t got = 0;
+  const Status end = recv_bytes(**inst, c, buf, &got, default_deadline());
+  EXPECT_TRUE(end == Status::closed || end == Status::broken) << to_string(end);
+}
+
 }  // namespace
 }  // namespace pier::conformance
