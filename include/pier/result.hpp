@@ -27,7 +27,10 @@ class [[nodiscard]] Result {
   explicit operator bool() const noexcept { return has_value(); }
 
   /// ok when a value is held, else the failure.
-  Status status() const noexcept { return has_value() ? Status::ok : std::get<1>(state_); }
+  Status status() const noexcept {
+    const Status* failure = std::get_if<1>(&state_);
+    return failure == nullptr ? Status::ok : *failure;
+  }
 
   T& value() & noexcept { return *std::get_if<0>(&state_); }
   const T& value() const& noexcept { return *std::get_if<0>(&state_); }
