@@ -38,8 +38,8 @@ TcpInstance::TcpInstance(TcpContext& ctx, driver::Track track)
                                                 : ~std::size_t{0}) {}
 
 TcpInstance::~TcpInstance() {
-  if (state_ == State::connected || state_ == State::connecting || state_ == State::accepting)
-    (void)disconnect();
+  // Packets still queued are not touched: nobody can poll them any more, and
+  // their owner may already have let them go.
   release_fd();
   ctx_.detach(this);
 }
