@@ -38,6 +38,15 @@ inline const config::IntKey max_packet_key{
 inline const config::BoolKey cma_key{
     "SHM_CMA", true,
     "move large-track packets with one process_vm_writev where the per-pair probe allows it"};
+inline const config::IntKey cma_min_key{
+    "SHM_CMA_MIN",
+    std::int64_t{1} << 30,
+    0,
+    std::int64_t{1} << 40,
+    "large-track packets smaller than this go through the cells even when single copy is "
+    "possible; measured here, the pipelined copy beats process_vm_writev at every size "
+    "(docs/shm.md), hence the high default",
+    config::Type::size};
 inline const config::IntKey split_min_key{
     "SHM_SPLIT_MIN",
     256 * 1024,
@@ -68,6 +77,7 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
       std::min<std::size_t>(static_cast<std::size_t>(max_packet_key.get()), max_by_ring));
   settings_.cma = cma_key.get();
   settings_.split_min = static_cast<std::size_t>(split_min_key.get());
+  settings_.cma_min = static_cast<std::size_t>(cma_min_key.get());
   settings_.spin_ns = spin_key.get() * 1000;
 
   caps_ = driver::Caps{};

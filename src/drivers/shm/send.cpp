@@ -127,7 +127,7 @@ Status ShmInstance::send_post(driver::Packet& pkt) {
     return Status::ok;
   }
   std::uintptr_t mode = send_frag;
-  if (pkt.rdv_len != 0 && cma_ok_) {
+  if (pkt.rdv_len != 0 && cma_ok_ && size >= ctx_->settings().cma_min) {
     Result<Rdv> rdv = decode_rdv(pkt);
     if (rdv && rdv->pid == static_cast<std::uint32_t>(peer_pid_)) mode = send_cma;
   }

@@ -202,6 +202,7 @@ void stream_large(Pair& p, std::size_t n, std::size_t recv_cap, bool expect_rdv)
 }
 
 TEST(ShmPair, LargeTrackSingleCopy) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy at every size
   Pair p(Track::large);
   ASSERT_EQ(p.connected, Status::ok);
   ASSERT_TRUE(p.a.caps.rdv_data);
@@ -212,7 +213,15 @@ TEST(ShmPair, LargeTrackSingleCopy) {
   stream_large(p, 1 << 20, 600000, true);  // split in two, and truncated
 }
 
+TEST(ShmPair, LargeTrackDefaultsPipelineThroughTheCellsDespiteRdvData) {
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  stream_large(p, 3 << 20, 3 << 20, true);
+  stream_large(p, 1 << 20, 600000, true);
+}
+
 TEST(ShmPair, LargeTrackSingleCopyWithoutSplitting) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy at every size
   config::ScopedSet split("SHM_SPLIT_MIN", "0");
   Pair p(Track::large);
   ASSERT_EQ(p.connected, Status::ok);
@@ -233,6 +242,7 @@ TEST(ShmPair, LargeTrackPipelinedCopyWithoutSingleCopy) {
 }
 
 TEST(ShmPair, ScatteredReceiveTakesASingleCopyThroughItsIovecArray) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy at every size
   Pair p(Track::large);
   ASSERT_EQ(p.connected, Status::ok);
   const auto data = pattern(300000, 9);
@@ -262,6 +272,7 @@ TEST(ShmPair, ScatteredReceiveTakesASingleCopyThroughItsIovecArray) {
 }
 
 TEST(ShmPair, CanceledRendezvousReceiveIsNeverWritten) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy at every size
   Pair p(Track::large);
   ASSERT_EQ(p.connected, Status::ok);
   std::vector<std::byte> got(4096, std::byte{0});

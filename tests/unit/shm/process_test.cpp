@@ -2,6 +2,8 @@
 // on both tracks, a SIGKILLed peer, and nothing left in /dev/shm.
 #include "helpers.hpp"
 
+#include "base/config.hpp"
+
 #include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -144,6 +146,7 @@ std::set<std::string> dev_shm() {
 }
 
 TEST(ShmProcess, ForkedPairEchoesSmallPacketsAndMovesALargeOne) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy (the child inherits it)
   Child c(Role::echo);
   ASSERT_EQ(c.connected, Status::ok);
   for (unsigned i = 0; i < 500; ++i) {
