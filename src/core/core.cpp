@@ -164,6 +164,7 @@ Status Core::Impl::bring_up_drivers() {
       drivers_.push_back(std::move(d));
     }
   }
+  by_instance_.reserve(std::size_t{size_} * 2 * max_rails);
   if (drivers_.empty()) {
     PIER_LOG(error, "core", "no driver of \"{}\" could start", settings_.drivers);
     return Status::unsupported;
@@ -198,6 +199,8 @@ Status Core::Impl::bring_up_drivers() {
   local_.credits = settings_.credits;
   local_.recv_capacity = static_cast<std::uint32_t>(recv_capacity_);
   address_ = encode_address(local_);
+  for (DriverSlot& d : drivers_)
+    if (d.props.caps.recv_any && d.props.caps.recv_buf) any_contexts_.push_back(d.context.get());
   return Status::ok;
 }
 

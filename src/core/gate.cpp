@@ -87,6 +87,12 @@ void Core::Impl::start_connect(Gate& gate) noexcept {
       continue;
     }
     r.state = RailState::connecting;
+    // Buffer-receive rails of a receive-any context are found by probe_any;
+    // a rail with a posted receive is polled (its data never waits unclaimed).
+    if (r.props.caps.recv_any && r.props.caps.recv_buf) {
+      r.by_any = true;
+      by_instance_[r.small.get()] = {&gate, &r};
+    }
   }
   (void)step_connect(gate);
 }

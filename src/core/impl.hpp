@@ -13,6 +13,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/pool.hpp"
@@ -75,7 +76,7 @@ class Core::Impl {
   void flush(Gate& gate) noexcept;
 
   // --- receive (receive.cpp) ---
-  void poll_small_recv(Gate& gate, Rail& rail) noexcept;
+  void poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept;
   /// One whole small packet. `stable`: the bytes outlive this call.
   Status on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept;
   /// An eager or rts packet in sequence. `slot`: the stash slot holding
@@ -127,6 +128,10 @@ class Core::Impl {
   Rank size_;
   Settings settings_;
   std::vector<DriverSlot> drivers_;
+  /// Small-track instances of buffer-receive rails, for probe_any().
+  std::unordered_map<const driver::Instance*, std::pair<Gate*, Rail*>> by_instance_;
+  /// Receives any-source first on these contexts (recv_any and recv_buf).
+  std::vector<driver::Context*> any_contexts_;
   LocalAddress local_;
   std::vector<std::byte> address_;
   std::vector<PeerAddress> peers_;
@@ -147,6 +152,7 @@ class Core::Impl {
   std::uint64_t next_slot_id_ = 0;
   bool in_progress_ = false;
   bool in_progress_reap_ = false;
+  std::uint64_t passes_ = 0;
   Incoming* parsing_ = nullptr;  ///< the message inside lib_parse now
   bool parse_answered_ = false;  ///< recv() was called for it
   Stats stats_;

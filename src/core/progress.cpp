@@ -16,13 +16,42 @@ Status Core::Impl::progress() noexcept {
   if (in_progress_) return Status::ok;  // called back from lib_parse: the pass goes on
   in_progress_ = true;
   std::int64_t now = 0;
+  // Receive-any first: one probe per context finds the instance with a
+  // packet instead of a poll of every peer's instance.
+  // Anything odd (an unknown or unusable instance, a full budget) falls
+  // back to polling every instance this pass, so nothing waits unseen; so
+  // does every 64th pass, which is how a quiet instance's broken link (no
+  // packet to report) is noticed.
+  bool sweep = (++passes_ % 64) == 0;
+  for (driver::Context* ctx : any_contexts_) {
+    int budget = 64;
+    for (; budget > 0; --budget) {
+      driver::Instance* ready = nullptr;
+      Status st = ctx->probe_any(&ready);
+      if (st == Status::in_progress) break;
+      auto it = st == Status::ok ? by_instance_.find(ready) : by_instance_.end();
+      if (it == by_instance_.end()) {
+        sweep = true;
+        break;
+      }
+      Gate& gate = *it->second.first;
+      Rail& rail = *it->second.second;
+      if (gate.state != GateState::connected || rail.state != RailState::connected || rail.dying) {
+        sweep = true;
+        break;
+      }
+      poll_small_recv(gate, rail, 1);
+    }
+    if (budget == 0) sweep = true;
+  }
   for (auto& gp : gates_) {
     Gate& gate = *gp;
     if (gate.state == GateState::failed) continue;
     if (gate.state != GateState::connected) {
       if (!step_connect(gate) || gate.state != GateState::connected) continue;
     }
-    for (Rail& r : gate.rails) poll_small_recv(gate, r);
+    for (Rail& r : gate.rails)
+      if (!r.by_any || sweep) poll_small_recv(gate, r, 32);
     for (Rail& r : gate.rails) {
       if (r.state != RailState::connected || r.dying || gate.state == GateState::failed) continue;
       poll_inflight(gate, r);

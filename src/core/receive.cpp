@@ -10,9 +10,9 @@
 
 namespace pier::core {
 
-void Core::Impl::poll_small_recv(Gate& gate, Rail& rail) noexcept {
+void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
   // A bounded batch, so one busy peer cannot starve the others.
-  for (int budget = 32; budget-- > 0;) {
+  while (budget-- > 0) {
     if (rail.state != RailState::connected || rail.dying || gate.state == GateState::failed) return;
     driver::Instance& inst = *rail.small;
     Status s;

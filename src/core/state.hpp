@@ -149,7 +149,8 @@ struct Rail {
   std::unique_ptr<driver::Instance> large;
   RailState state = RailState::idle;
   bool small_up = false, large_up = false;
-  bool dying = false;  ///< failed; instances are destroyed at the next reap
+  bool dying = false;   ///< failed; instances are destroyed at the next reap
+  bool by_any = false;  ///< its small track is found through probe_any()
   Status why = Status::ok;
   // small-track receive into a core buffer (drivers without recv_buf)
   driver::Packet rx;
