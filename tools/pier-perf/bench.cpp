@@ -163,10 +163,17 @@ Failure Bench::run_size(std::size_t size, SizeResult& out) {
   }
   if (Failure f = sync()) return f;
   if (Failure f = latency(size, out)) return f;
-  // A streamed message costs at most about a one-way latency; role 0's
-  // choice reaches role 1 through the sync that opens each repetition.
-  const std::size_t count =
-      calibrated(stream_count(size), stream_budget_s, out.latency_median_us * 1e-6, 8);
+  // A short probe stream (at most 1 MiB or 1000 messages) paces the timed
+  // ones; role 0's choice reaches role 1 through the sync of each stream.
+  std::size_t count = params_.iters;
+  if (!count) {
+    const std::size_t probe =
+        std::clamp<std::size_t>((std::size_t{1} << 20) / std::max<std::size_t>(size, 1), 1, 1000);
+    double probe_s = 0;
+    if (Failure f = stream(size, probe, &probe_s)) return f;
+    count = calibrated(stream_count(size), stream_budget_s, probe_s / static_cast<double>(probe),
+                       std::min<std::size_t>(8, stream_count(size)));
+  }
   std::vector<double> rates;
   for (int rep = 0; rep < params_.repetitions; ++rep) {
     double seconds = 0;

@@ -63,8 +63,8 @@ class Bench {
   static constexpr std::size_t window = 64;
   /// Time budgets of the default counts: a phase stops growing its count
   /// once it would take longer than this (measured on the warm-up).
-  static constexpr double latency_budget_s = 0.5;
-  static constexpr double stream_budget_s = 0.25;
+  static constexpr double latency_budget_s = 0.3;
+  static constexpr double stream_budget_s = 0.2;
   static constexpr std::size_t max_stream_messages = 200000;
 
  private:
