@@ -76,6 +76,7 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
       sends_(settings.send_msgs),
       recvs_(settings.recv_msgs),
       ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
+      chunks_((std::size_t{settings.send_msgs} + settings.recv_msgs) * max_chunks),
       regions_(4096),
       completions_(settings.send_msgs + settings.recv_msgs + 8) {}
 
@@ -308,6 +309,8 @@ void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
   }
   unpin(m.region);
   unlink(*m.gate, m);
+  for (Chunk* c : m.chunks)
+    if (c) chunks_.release(c);
   sends_.release(&m);
 }
 
@@ -322,6 +325,8 @@ void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
   if (in.slot >= 0) in.gate->give_slot(in.slot);
   if (in.credit_pending) owe_credit(*in.gate, in.priority);
   unlink(*in.gate, in);
+  for (Chunk* c : in.chunks)
+    if (c) chunks_.release(c);
   recvs_.release(&in);
 }
 

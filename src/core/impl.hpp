@@ -145,6 +145,7 @@ class Core::Impl {
   base::Pool<SendMsg> sends_;
   base::Pool<Incoming> recvs_;
   base::Pool<Ctrl> ctrls_;
+  base::Pool<Chunk> chunks_;
   base::Pool<RegionEntry> regions_;
   std::vector<Completion> completions_;  ///< ring, fixed capacity
   std::size_t completion_head_ = 0;

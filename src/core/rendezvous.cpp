@@ -190,7 +190,8 @@ Status Core::Impl::rdv_recv(Incoming& in, void* cookie, std::byte* dest,
       return Status::ok;
     }
     for (std::size_t i = 0; i < n; ++i) {
-      Chunk& c = in.chunks[in.used_chunks++];
+      // The pool holds max_chunks per message state: never empty here.
+      Chunk& c = *(in.chunks[in.used_chunks++] = chunks_.acquire());
       c.state = Chunk::State::queued;
       c.owner = &in;
       c.rail = shares[i].rail;
@@ -226,16 +227,19 @@ Status Core::Impl::rtr_arrival(Gate& gate, const wire::FrameHeader& h,
     return Status::malformed;
   Rail& rail = gate.rails[h.destination_port];
   if (!rail_usable(rail)) return Status::ok;  // the receiver re-requests once it sees the rail die
-  Chunk* free_chunk = nullptr;
-  for (Chunk& c : m->chunks) {
-    if (c.state == Chunk::State::unused || c.state == Chunk::State::lost) {
-      if (!free_chunk) free_chunk = &c;
-    } else if (c.offset == rtr->offset && c.length == rtr->length && c.rail == h.destination_port) {
+  Chunk** free_chunk = nullptr;
+  for (Chunk*& p : m->chunks) {
+    if (p == nullptr || p->state == Chunk::State::lost) {
+      if (!free_chunk) free_chunk = &p;
+    } else if (p->offset == rtr->offset && p->length == rtr->length &&
+               p->rail == h.destination_port) {
       return Status::ok;  // a duplicate of an rtr already served
     }
   }
   if (free_chunk == nullptr) return Status::malformed;
-  Chunk& c = *free_chunk;
+  // The pool holds max_chunks per message state: never empty here.
+  if (*free_chunk == nullptr) *free_chunk = chunks_.acquire();
+  Chunk& c = **free_chunk;
   c.state = Chunk::State::queued;
   c.owner = m;
   c.rail = static_cast<std::uint8_t>(h.destination_port);

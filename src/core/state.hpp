@@ -95,7 +95,7 @@ struct SendMsg {
   const std::byte* data = nullptr;
   std::uint64_t length = 0;
   std::uint8_t active_chunks = 0;
-  std::array<Chunk, max_chunks> chunks{};
+  std::array<Chunk*, max_chunks> chunks{};  ///< from the chunk pool, released with the message
   SmallSend small;
 };
 
@@ -135,7 +135,7 @@ class Incoming {
   std::uint8_t active_chunks = 0;
   std::uint8_t used_chunks = 0;
   wire::AckResult ack_result = wire::AckResult::ok;
-  std::array<Chunk, max_chunks> chunks{};
+  std::array<Chunk*, max_chunks> chunks{};  ///< from the chunk pool, released with the message
 };
 
 enum class RailState : std::uint8_t { idle, connecting, connected, dead };
