@@ -61,6 +61,7 @@ inline const config::IntKey spin_key{"SHM_SPIN_US", 50, 0, 1000000,
 ShmContext::ShmContext() = default;
 
 ShmContext::~ShmContext() {
+  std::lock_guard lock(mutex_);
   if (!instances_.empty())
     PIER_LOG(warn, "shm", "context destroyed with {} instances alive", instances_.size());
   for (ShmInstance* inst : instances_) inst->orphan();
@@ -144,6 +145,7 @@ Result<std::vector<std::byte>> ShmContext::init() {
 Status ShmContext::close() {
   if (phase_ == Phase::closed) return Status::not_initialized;
   phase_ = Phase::closed;
+  std::lock_guard lock(mutex_);
   // Instances should be gone by now; any left answer not_initialized.
   for (ShmInstance* inst : instances_) inst->orphan();
   instances_.clear();
@@ -158,19 +160,23 @@ Result<std::unique_ptr<driver::Instance>> ShmContext::open_instance(driver::Trac
   if (track != driver::Track::small && track != driver::Track::large)
     return Status::invalid_argument;
   auto inst = std::make_unique<ShmInstance>(*this, track);
+  std::lock_guard lock(mutex_);
   instances_.push_back(inst.get());
   // Sized here so wait_any() allocates nothing.
   pollfds_.reserve(instances_.size() + 1);
+  watched_.reserve(instances_.size());
   return std::unique_ptr<driver::Instance>(std::move(inst));
 }
 
 void ShmContext::forget(ShmInstance* inst) noexcept {
+  std::lock_guard lock(mutex_);
   std::erase(instances_, inst);
   next_any_ = 0;
 }
 
 bool ShmContext::taken(std::span<const std::byte> url, driver::Track track,
                        const ShmInstance* except) const noexcept {
+  std::lock_guard lock(mutex_);
   return std::any_of(instances_.begin(), instances_.end(), [&](const ShmInstance* i) {
     return i != except && i->connected_to(url, track);
   });
@@ -197,6 +203,7 @@ bool ShmContext::read_hello(Pending& p) noexcept {
 
 void ShmContext::progress_accept() noexcept {
   if (phase_ != Phase::ready) return;
+  std::lock_guard lock(mutex_);
   for (;;) {
     const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
@@ -245,9 +252,12 @@ namespace {
 void ShmContext::wait_accept(driver::Deadline deadline) noexcept {
   if (phase_ != Phase::ready) return;
   std::vector<::pollfd> fds;
-  fds.push_back({listen_.get(), POLLIN, 0});
-  for (const Pending& p : pending_)
-    if (!p.has_hello) fds.push_back({p.sock.get(), POLLIN, 0});
+  {
+    std::lock_guard lock(mutex_);
+    fds.push_back({listen_.get(), POLLIN, 0});
+    for (const Pending& p : pending_)
+      if (!p.has_hello) fds.push_back({p.sock.get(), POLLIN, 0});
+  }
   const ::timespec ts = until(deadline);
   (void)::ppoll(fds.data(), fds.size(), &ts, nullptr);
 }
@@ -255,6 +265,7 @@ void ShmContext::wait_accept(driver::Deadline deadline) noexcept {
 Status ShmContext::probe_any(driver::Instance** ready) {
   *ready = nullptr;
   if (phase_ != Phase::ready) return Status::not_initialized;
+  std::lock_guard lock(mutex_);
   const std::size_t n = instances_.size();
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = (next_any_ + k) % n;
@@ -280,25 +291,36 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
     if (now >= deadline) return Status::timeout;
     if (now < spin_until) continue;
 
-    for (ShmInstance* inst : instances_)
-      if (inst->track() == driver::Track::small) inst->watch(+1);
-    st = probe_any(ready);
-    if (st == Status::in_progress && !canceled_.load()) {
+    {
+      // Watch under the lock, sleep without it: instances may come and go
+      // meanwhile, so only those still present are unwatched afterwards.
+      std::lock_guard lock(mutex_);
+      watched_.clear();
       pollfds_.clear();
       pollfds_.push_back({cancel_.get(), POLLIN, 0});
-      for (ShmInstance* inst : instances_)
-        if (inst->track() == driver::Track::small && inst->socket_fd() >= 0 && !inst->peer_gone())
+      for (ShmInstance* inst : instances_) {
+        if (inst->track() != driver::Track::small || !inst->watch()) continue;
+        watched_.push_back(inst);
+        if (inst->socket_fd() >= 0 && !inst->peer_gone())
           pollfds_.push_back({inst->socket_fd(), POLLIN, 0});
+      }
+    }
+    st = probe_any(ready);
+    if (st == Status::in_progress && !canceled_.load()) {
       const ::timespec ts = until(deadline);
       (void)::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);
     }
-    for (ShmInstance* inst : instances_)
-      if (inst->track() == driver::Track::small) inst->watch(-1);
     std::uint64_t drained = 0;
     while (::read(cancel_.get(), &drained, sizeof drained) > 0) {
     }
-    for (ShmInstance* inst : instances_)
-      if (inst->track() == driver::Track::small) inst->drain_socket();
+    {
+      std::lock_guard lock(mutex_);
+      for (ShmInstance* inst : watched_) {
+        if (std::find(instances_.begin(), instances_.end(), inst) == instances_.end()) continue;
+        inst->unwatch();
+        inst->drain_socket();
+      }
+    }
     if (st != Status::in_progress) return st;
   }
 }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -74,6 +75,10 @@ class ShmContext final : public driver::Context {
   bool read_hello(Pending& p) noexcept;
 
   Phase phase_ = Phase::fresh;
+  /// Guards instances_ and pending_: instances on other threads connect,
+  /// come and go while receive-any runs. Recursive because the connect path
+  /// re-enters (progress_accept() asks taken()). Never held while sleeping.
+  mutable std::recursive_mutex mutex_;
   Settings settings_;
   driver::Caps caps_;
   Url url_;
@@ -84,7 +89,8 @@ class ShmContext final : public driver::Context {
   std::vector<ShmInstance*> instances_;
   std::vector<Pending> pending_;
   std::vector<::pollfd> pollfds_;
-  std::size_t next_any_ = 0;  ///< round-robin start of probe_any()
+  std::vector<ShmInstance*> watched_;  ///< instances wait_any() raised a flag on
+  std::size_t next_any_ = 0;           ///< round-robin start of probe_any()
   std::string unavailable_;
   /// The word peers read with process_vm_readv to test single copy.
   alignas(64) std::uint64_t probe_word_ = 0;

@@ -288,12 +288,15 @@ void ShmInstance::wake_peer() noexcept {
   if (sock_.valid()) (void)send_message(sock_.get(), wake);
 }
 
-void ShmInstance::watch(int delta) noexcept {
-  if (phase_ != Phase::connected) return;
-  if (delta > 0)
-    rx_.ctl_word(ctl_reader_sleepers).fetch_add(1, std::memory_order_seq_cst);
-  else
-    rx_.ctl_word(ctl_reader_sleepers).fetch_sub(1, std::memory_order_seq_cst);
+bool ShmInstance::watch() noexcept {
+  if (phase_ != Phase::connected) return false;
+  rx_.ctl_word(ctl_reader_sleepers).fetch_add(1, std::memory_order_seq_cst);
+  return true;
+}
+
+void ShmInstance::unwatch() noexcept {
+  // The segment stays mapped until the destructor, whatever the phase.
+  rx_.ctl_word(ctl_reader_sleepers).fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {

@@ -54,8 +54,11 @@ class ShmInstance final : public driver::Instance {
   /// once) is ready. Runs on the context's thread, so it only reads the ring
   /// and the socket; the instance's own calls act on what it finds.
   bool has_news() noexcept;
-  /// Marks the rings as watched by a sleeper (+1) or not (-1).
-  void watch(int delta) noexcept;
+  /// Raises the receive ring's sleepers word for a sleeping wait_any();
+  /// false when not connected (nothing raised).
+  bool watch() noexcept;
+  /// Lowers what watch() raised.
+  void unwatch() noexcept;
   int socket_fd() const noexcept { return sock_.get(); }
   /// Reads what the peer sent on the socket: wake-ups, the reply, EOF. Only
   /// sets flags, so the context's thread may call it too.
