@@ -73,7 +73,8 @@ class TcpInstance final : public driver::Instance {
   bool push_keepalive() noexcept;
   // receive (recv.cpp)
   void progress_recv() noexcept;
-  bool fill() noexcept;
+  /// Reads at most `limit` more bytes into the buffer; false when nothing came.
+  bool fill(std::size_t limit = ~std::size_t{0}) noexcept;
   void complete_recv(Status s) noexcept;
 
   TcpContext& ctx_;
@@ -102,6 +103,9 @@ class TcpInstance final : public driver::Instance {
   std::size_t rhead_ = 0;
   std::size_t rtail_ = 0;
   bool drained_ = false;  ///< the last read came back short: the socket is empty
+  /// The last packet was large: read the next header alone, so that its
+  /// payload goes straight into the posted packet instead of via the buffer.
+  bool header_first_ = false;
   bool in_frame_ = false;
   std::uint64_t frame_len_ = 0;
   std::uint64_t frame_left_ = 0;

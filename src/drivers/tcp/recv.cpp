@@ -117,7 +117,7 @@ bool TcpInstance::ready(bool read) noexcept {
   return in_frame_ && rtail_ - rhead_ >= frame_left_;
 }
 
-bool TcpInstance::fill() noexcept {
+bool TcpInstance::fill(std::size_t limit) noexcept {
   if (drained_) return false;
   if (rhead_ == rtail_) {
     rhead_ = rtail_ = 0;
@@ -126,7 +126,8 @@ bool TcpInstance::fill() noexcept {
     rtail_ -= rhead_;
     rhead_ = 0;
   }
-  const std::size_t room = rbuf_.size() - rtail_;
+  std::size_t room = rbuf_.size() - rtail_;
+  if (room > limit) room = limit;
   if (room == 0) return false;
   for (;;) {
     const ssize_t n = ::recv(fd_, rbuf_.data() + rtail_, room, MSG_DONTWAIT);
@@ -162,7 +163,8 @@ void TcpInstance::progress_recv() noexcept {
     }
     if (!in_frame_) {
       if (avail < frame_header_size) {
-        if (!fill()) return;
+        const bool exact = rpkt_ != nullptr && header_first_;
+        if (!fill(exact ? frame_header_size - avail : ~std::size_t{0})) return;
         continue;
       }
       const std::byte* at = rbuf_.data() + rhead_;
@@ -211,6 +213,8 @@ void TcpInstance::progress_recv() noexcept {
       // A packet longer than the receive completes at once as truncated;
       // its rest is discarded from the stream before the next header.
       const bool truncated = frame_len_ > rcap_;
+      // A copy of 16 KiB costs more than the extra system call it saves.
+      header_first_ = frame_len_ >= 16384;
       discard_left_ = frame_left_;
       in_frame_ = false;
       complete_recv(truncated ? Status::truncated : Status::ok);
