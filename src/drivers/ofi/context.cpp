@@ -1,0 +1,652 @@
+#include "drivers/ofi/context.hpp"
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "drivers/ofi/instance.hpp"
+
+#include <poll.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace pier::drivers::ofi {
+
+inline const config::IntKey send_queue_key{"OFI_SEND_QUEUE", 256, 1, 65536,
+                                           "packets one instance may have posted for sending"};
+inline const config::IntKey credits_key{
+    "OFI_CREDITS", 128, 2, 65536,
+    "small-track packets a sender may have unreceived at its peer before no_resource"};
+inline const config::IntKey max_packet_key{"OFI_MAX_PACKET",
+                                           65536,
+                                           64,
+                                           std::int64_t{64} << 20,
+                                           "largest small-track packet (caps.max_packet)",
+                                           config::Type::size};
+inline const config::IntKey ops_key{
+    "OFI_OPS", 8192, 128, 1 << 20,
+    "libfabric operations a context may have outstanding (all instances together)"};
+inline const config::IntKey keepalive_key{
+    "OFI_KEEPALIVE_MS", 1000, 0, 3600000,
+    "a peer on another host (or pid space) gets a keep-alive this often while the context is "
+    "polled, so its death shows as a send error (0: never)"};
+inline const config::BoolKey rma_key{
+    "OFI_RMA", true, "large-track rendezvous by RMA write where the provider offers it"};
+
+namespace {
+
+constexpr std::size_t max_parked = 1024;
+constexpr auto check_period = std::chrono::milliseconds(20);
+
+/// Boot id and pid namespace: two processes with the same key see each
+/// other's pids.
+std::uint64_t host_key() {
+  std::string boot;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::getline(in, boot);
+  struct stat ns {};
+  if (::stat("/proc/self/ns/pid", &ns) != 0) ns.st_ino = 0;
+  boot += ':' + std::to_string(ns.st_ino);
+  std::uint64_t h = 1469598103934665603ULL;
+  for (char ch : boot) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::uint32_t provider_hash(const fi_info* info) {
+  const std::string_view n = info->fabric_attr->prov_name;
+  return fnv1a({reinterpret_cast<const std::byte*>(n.data()), n.size()});
+}
+
+int ms_ceil(driver::Clock::duration d) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
+  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
+}
+
+template <class T>
+void close_fid(T*& obj) noexcept {
+  if (obj != nullptr) {
+    const int rc = fi_close(&obj->fid);
+    if (rc != 0) PIER_LOG(warn, "ofi", "fi_close: {}", fi_strerror(-rc));
+    obj = nullptr;
+  }
+}
+
+}  // namespace
+
+OfiContext::OfiContext(std::string provider) : wanted_(std::move(provider)) {}
+
+OfiContext::~OfiContext() {
+  if (state_ == State::running) {
+    std::lock_guard lock(mutex_);
+    close_fabric();
+  }
+  if (choice_.info != nullptr) fi_freeinfo(choice_.info);
+}
+
+bool OfiContext::ensure_choice() const {
+  if (!chosen_) {
+    choice_ = choose_provider(wanted_);
+    chosen_ = true;
+  }
+  return choice_.info != nullptr;
+}
+
+std::string OfiContext::unavailable_reason() const {
+  return ensure_choice() ? std::string() : choice_.why_not;
+}
+
+bool OfiContext::mr_virt_addr() const noexcept {
+  return (choice_.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+}
+bool OfiContext::mr_endpoint() const noexcept {
+  return (choice_.info->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
+}
+bool OfiContext::mr_prov_key() const noexcept {
+  return (choice_.info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+}
+
+Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
+  if (state_ == State::closed) return Status::not_initialized;
+  if (state_ != State::fresh) return Status::invalid_argument;
+  if (!ensure_choice()) {
+    PIER_LOG(info, "ofi", "unavailable: {}", choice_.why_not);
+    return Status::unsupported;
+  }
+  const fi_info* fi = choice_.info;
+  send_queue_ = static_cast<std::size_t>(send_queue_key.get());
+  credits_ = static_cast<std::uint64_t>(credits_key.get());
+  max_packet_ = static_cast<std::size_t>(max_packet_key.get());
+  keepalive_ms_ = keepalive_key.get();
+  rma_ = choice_.rma && rma_key.get();
+  std::size_t iov = std::min<std::size_t>({fi->tx_attr->iov_limit, fi->rx_attr->iov_limit, 16});
+  if (rma_) iov = std::min<std::size_t>(iov, fi->tx_attr->rma_iov_limit);
+  max_iov_ = static_cast<std::uint32_t>(std::max<std::size_t>(iov, 1));
+  state_ = State::described;
+
+  driver::Properties props;
+  driver::Caps& caps = props.caps;
+  caps.recv_post = true;
+  caps.max_iov = max_iov_;
+  caps.blocking_wait = true;
+  caps.rdv_data = rma_;
+  caps.max_packet = max_packet_;
+  caps.needs_rdv = false;
+  // Nominal figures measured on tcp;ofi_rxm over loopback (docs/ofi.md).
+  props.profile.latency_ns = 20000;
+  props.profile.bandwidth_mbps = 2000;
+  return props;
+}
+
+Result<std::vector<std::byte>> OfiContext::init() {
+  if (state_ == State::closed) return Status::not_initialized;
+  if (state_ != State::described) return Status::invalid_argument;
+  std::lock_guard lock(mutex_);
+  std::random_device rd;
+  id_ = (std::uint64_t{rd()} << 32 | rd()) | 1;
+  try {
+    ops_.resize(static_cast<std::size_t>(ops_key.get()));
+    retry_.reserve(ops_.size());
+    parked_.reserve(max_parked);
+  } catch (...) {
+    return Status::no_memory;
+  }
+  for (std::size_t i = ops_.size(); i-- > 0;) {
+    ops_[i].next_free = free_ops_;
+    free_ops_ = &ops_[i];
+  }
+  if (Status s = open_fabric(); s != Status::ok) {
+    close_fabric();
+    return s;
+  }
+  std::array<std::byte, max_name> name{};
+  std::size_t len = name.size();
+  const int rc = fi_getname(&ep_->fid, name.data(), &len);
+  if (rc != 0 || len == 0 || len > max_name) {
+    PIER_LOG(error, "ofi", "fi_getname: {}", rc != 0 ? fi_strerror(-rc) : "name too long");
+    close_fabric();
+    return Status::system_error;
+  }
+  Url url;
+  url.context_id = id_;
+  url.pid = static_cast<std::uint32_t>(::getpid());
+  url.provider_hash = provider_hash(choice_.info);
+  url.host_key = host_key();
+  url.name.assign(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(len));
+  auto bytes = encode_url(url);
+  if (!bytes) {
+    close_fabric();
+    return bytes.status();
+  }
+  for (std::size_t i = 0; i < control_recvs_; ++i) {
+    Op* op = get_op(Op::Kind::control_recv, nullptr);
+    if (op == nullptr || post_control_recv(op) != Status::ok) {
+      close_fabric();
+      return Status::system_error;
+    }
+  }
+  state_ = State::running;
+  last_check_ = std::chrono::steady_clock::now();
+  PIER_LOG(info, "ofi", "context up on {} ({} / {}), rendezvous by {}",
+           choice_.info->fabric_attr->prov_name, choice_.info->fabric_attr->name,
+           choice_.info->domain_attr->name, rma_ ? "RMA" : "tagged messages");
+  return std::move(*bytes);
+}
+
+Status OfiContext::open_fabric() noexcept {
+  fi_info* fi = choice_.info;
+  int rc = fi_fabric(fi->fabric_attr, &fabric_, nullptr);
+  if (rc == 0) rc = fi_domain(fabric_, fi, &domain_, nullptr);
+  if (rc != 0) {
+    PIER_LOG(error, "ofi", "cannot open {}: {}", fi->fabric_attr->prov_name, fi_strerror(-rc));
+    return Status::system_error;
+  }
+  fi_av_attr av_attr{};
+  av_attr.type = fi->domain_attr->av_type != FI_AV_UNSPEC ? fi->domain_attr->av_type : FI_AV_MAP;
+  rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
+  if (rc != 0) {
+    PIER_LOG(error, "ofi", "fi_av_open: {}", fi_strerror(-rc));
+    return Status::system_error;
+  }
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.size = ops_.size();
+  cq_attr.wait_obj = FI_WAIT_FD;
+  rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+  if (rc == 0) {
+    rc = fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_);
+    if (rc != 0) {
+      wait_fd_ = -1;
+      close_fid(cq_);
+      rc = -FI_ENOSYS;
+    }
+  }
+  if (rc != 0) {
+    // No file descriptor to sleep on: waits sleep in short slices instead.
+    PIER_LOG(debug, "ofi", "no wait fd on the completion queue: {}", fi_strerror(-rc));
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+  }
+  if (rc != 0) {
+    PIER_LOG(error, "ofi", "fi_cq_open: {}", fi_strerror(-rc));
+    return Status::system_error;
+  }
+  rc = fi_endpoint(domain_, fi, &ep_, nullptr);
+  if (rc == 0) rc = fi_ep_bind(ep_, &av_->fid, 0);
+  if (rc == 0) rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (rc == 0) rc = fi_enable(ep_);
+  if (rc != 0) {
+    PIER_LOG(error, "ofi", "cannot open an endpoint: {}", fi_strerror(-rc));
+    return Status::system_error;
+  }
+  return Status::ok;
+}
+
+void OfiContext::close_fabric() noexcept {
+  // The endpoint goes first: libfabric drops what it still holds, so no
+  // completion refers to an op after this.
+  close_fid(ep_);
+  close_fid(cq_);
+  wait_fd_ = -1;
+  close_fid(av_);
+  close_fid(domain_);
+  close_fid(fabric_);
+  for (Peer& p : peers_)
+    if (p.pidfd >= 0) ::close(p.pidfd);
+  peers_.clear();
+}
+
+Status OfiContext::close() {
+  if (state_ == State::closed) return Status::not_initialized;
+  std::lock_guard lock(mutex_);
+  if (!instances_.empty()) return Status::in_use;
+  close_fabric();
+  state_ = State::closed;
+  return Status::ok;
+}
+
+Result<std::unique_ptr<driver::Instance>> OfiContext::open_instance(driver::Track track) {
+  if (state_ == State::closed) return Status::not_initialized;
+  if (state_ != State::running) return Status::invalid_argument;
+  std::lock_guard lock(mutex_);
+  return std::unique_ptr<driver::Instance>(
+      std::make_unique<OfiInstance>(*this, track, next_instance_++));
+}
+
+Status OfiContext::attach(OfiInstance* inst, const Url& remote, driver::Track track,
+                          std::size_t* peer) {
+  for (const OfiInstance* other : instances_)
+    if (other->remote_context() == remote.context_id && other->track() == track)
+      return Status::in_use;
+  if (remote.provider_hash != provider_hash(choice_.info)) {
+    PIER_LOG(warn, "ofi", "peer url is for another provider than {}",
+             choice_.info->fabric_attr->prov_name);
+    return Status::invalid_argument;
+  }
+  std::size_t index = peers_.size();
+  for (std::size_t i = 0; i < peers_.size(); ++i)
+    if (peers_[i].context_id == remote.context_id) index = i;
+  if (index == peers_.size()) {
+    Peer p;
+    p.context_id = remote.context_id;
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    const int n = fi_av_insert(av_, remote.name.data(), 1, &addr, 0, nullptr);
+    if (n != 1) {
+      PIER_LOG(warn, "ofi", "cannot insert a peer address: {}",
+               n < 0 ? fi_strerror(-n) : "refused");
+      return Status::invalid_argument;
+    }
+    p.addr = addr;
+    if (remote.host_key == host_key() && remote.pid != static_cast<std::uint32_t>(::getpid()))
+      p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
+    peers_.push_back(p);
+  }
+  instances_.push_back(inst);
+  *peer = index;
+  if (peers_[index].dead) return Status::broken;
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if (it->sender_context == remote.context_id && it->track == track) {
+      const Control hello = *it;
+      parked_.erase(it);
+      inst->on_hello(hello);
+      break;
+    }
+  }
+  return Status::ok;
+}
+
+void OfiContext::detach(OfiInstance* inst) noexcept {
+  std::erase(instances_, inst);
+  for (Op& op : ops_) {
+    if (op.owner != inst) continue;
+    op.owner = nullptr;
+    op.pkt = nullptr;
+    maybe_free(&op);
+  }
+}
+
+void OfiContext::fail_ops(OfiInstance* inst, Status why) noexcept {
+  for (Op& op : ops_) {
+    if (op.owner != inst || op.done) continue;
+    if (op.kind == Op::Kind::send || op.kind == Op::Kind::rma_write ||
+        op.kind == Op::Kind::rdv_notice) {
+      op.done = true;
+      op.status = why;
+      op.pkt = nullptr;
+    }
+  }
+}
+
+Op* OfiContext::get_op(Op::Kind kind, OfiInstance* owner) noexcept {
+  Op* op = free_ops_;
+  if (op == nullptr) return nullptr;
+  free_ops_ = op->next_free;
+  *op = Op{};
+  op->kind = kind;
+  op->owner = owner;
+  return op;
+}
+
+void OfiContext::maybe_free(Op* op) noexcept {
+  if (op->kind == Op::Kind::free || op->in_provider || op->retry) return;
+  if (op->owner != nullptr && !op->reported) return;
+  op->kind = Op::Kind::free;
+  op->next_free = free_ops_;
+  free_ops_ = op;
+}
+
+void OfiContext::retry_later(Op* op) noexcept {
+  if (op->retry) return;
+  op->retry = true;
+  retry_.push_back(op);  // never grows: reserved for every op
+}
+
+Status OfiContext::send_control(std::size_t peer, const Control& c) noexcept {
+  Op* op = get_op(Op::Kind::control_send, nullptr);
+  if (op == nullptr) return Status::no_resource;
+  op->ctl = encode_control(c);
+  op->peer = peers_[peer].addr;
+  const ssize_t rc = fi_tsend(ep_, op->ctl.data(), op->ctl.size(), nullptr, op->peer,
+                              tag_of(TagKind::control, c.target_instance), &op->fctx);
+  if (rc == 0) {
+    op->in_provider = true;
+    return Status::ok;
+  }
+  maybe_free(op);
+  if (rc == -FI_EAGAIN) return Status::no_resource;
+  PIER_LOG(warn, "ofi", "cannot send a control message: {}", fi_strerror(static_cast<int>(-rc)));
+  return Status::broken;
+}
+
+Status OfiContext::post_control_recv(Op* op) noexcept {
+  const ssize_t rc = fi_trecv(ep_, op->ctl.data(), op->ctl.size(), nullptr, FI_ADDR_UNSPEC,
+                              tag_of(TagKind::control, 0), control_ignore, &op->fctx);
+  if (rc == 0) {
+    op->in_provider = true;
+    return Status::ok;
+  }
+  if (rc == -FI_EAGAIN) {
+    retry_later(op);
+    return Status::ok;
+  }
+  PIER_LOG(error, "ofi", "cannot post a control receive: {}", fi_strerror(static_cast<int>(-rc)));
+  return Status::system_error;
+}
+
+std::optional<std::size_t> OfiContext::peer_of_addr(std::uint64_t addr) const noexcept {
+  for (std::size_t i = 0; i < peers_.size(); ++i)
+    if (peers_[i].addr == addr) return i;
+  return std::nullopt;
+}
+
+void OfiContext::progress() noexcept {
+  if (state_ != State::running) return;
+  std::array<fi_cq_tagged_entry, 16> entries;
+  for (int round = 0; round < 8; ++round) {
+    const ssize_t n = fi_cq_read(cq_, entries.data(), entries.size());
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i)
+        on_completion(static_cast<Op*>(entries[static_cast<std::size_t>(i)].op_context),
+                      entries[static_cast<std::size_t>(i)]);
+      if (static_cast<std::size_t>(n) < entries.size()) break;
+      continue;
+    }
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_, &err, 0) > 0) on_error(static_cast<Op*>(err.op_context), err);
+      continue;
+    }
+    if (n != -FI_EAGAIN) PIER_LOG(warn, "ofi", "fi_cq_read: {}", fi_strerror(static_cast<int>(-n)));
+    break;
+  }
+  if (!retry_.empty()) retry_ops();
+  if (control_owed_) {
+    control_owed_ = false;
+    for (OfiInstance* inst : instances_) inst->flush_control();
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_check_ >= check_period) {
+    last_check_ = now;
+    check_peers();
+  }
+}
+
+void OfiContext::on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept {
+  if (op == nullptr || op->kind == Op::Kind::free) return;
+  op->in_provider = false;
+  switch (op->kind) {
+    case Op::Kind::control_recv: {
+      Result<Control> c = parser_.decode({op->ctl.data(), std::min(e.len, op->ctl.size())});
+      if (c)
+        on_control(*c);
+      else
+        PIER_LOG(debug, "ofi", "dropped a control message: {}", to_string(c.status()));
+      if (state_ == State::running) (void)post_control_recv(op);
+      return;
+    }
+    case Op::Kind::control_send:
+      maybe_free(op);
+      return;
+    case Op::Kind::rma_write:
+      // The data is placed; now tell the receiver, in order behind it.
+      op->kind = Op::Kind::rdv_notice;
+      if (op->owner != nullptr && !op->done) {
+        op->owner->post_op(op);
+      } else {
+        maybe_free(op);
+      }
+      return;
+    case Op::Kind::send:
+    case Op::Kind::rdv_notice:
+      if (!op->done) {
+        op->done = true;
+        op->status = Status::ok;
+      }
+      maybe_free(op);
+      return;
+    case Op::Kind::recv:
+      if (!op->done && op->owner != nullptr) {
+        op->tag = e.tag;
+        op->data = e.data;
+        op->length = e.len;
+        op->status = Status::ok;
+        op->done = true;
+        op->owner->on_recv_done(op);
+      }
+      maybe_free(op);
+      return;
+    case Op::Kind::free:
+      return;
+  }
+}
+
+void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
+  if (op == nullptr || op->kind == Op::Kind::free) return;
+  op->in_provider = false;
+  const int err = e.err;
+  switch (op->kind) {
+    case Op::Kind::control_recv:
+      // Truncated junk or a cancel at close: post again while running.
+      if (state_ == State::running && err != FI_ECANCELED) (void)post_control_recv(op);
+      return;
+    case Op::Kind::control_send: {
+      PIER_LOG(debug, "ofi", "control message failed: {}", fi_strerror(err));
+      if (auto p = peer_of_addr(op->peer); p && err != FI_ECANCELED) mark_dead(*p);
+      maybe_free(op);
+      return;
+    }
+    case Op::Kind::rma_write:
+      // A refused key or address (a forged or stale rdv_data): the data
+      // goes as a tagged message instead, which the posted receive takes.
+      PIER_LOG(debug, "ofi", "rma write refused ({}): sending by message", fi_strerror(err));
+      op->kind = Op::Kind::send;
+      if (op->owner != nullptr && !op->done) {
+        op->owner->post_op(op);
+      } else {
+        maybe_free(op);
+      }
+      return;
+    case Op::Kind::send:
+    case Op::Kind::rdv_notice:
+      if (!op->done) {
+        op->done = true;
+        op->status = err == FI_ECANCELED ? Status::canceled : Status::broken;
+      }
+      if (err != FI_ECANCELED) {
+        PIER_LOG(debug, "ofi", "send failed: {}", fi_strerror(err));
+        if (OfiInstance* owner = op->owner) mark_dead(owner->peer());
+      }
+      maybe_free(op);
+      return;
+    case Op::Kind::recv:
+      if (!op->done && op->owner != nullptr) {
+        op->tag = e.tag;
+        op->data = e.data;
+        op->length = e.len;
+        op->status = err == FI_ETRUNC      ? Status::truncated
+                     : err == FI_ECANCELED ? Status::canceled
+                                           : Status::broken;
+        op->done = true;
+        op->owner->on_recv_done(op);
+      }
+      maybe_free(op);
+      return;
+    case Op::Kind::free:
+      return;
+  }
+}
+
+void OfiContext::on_control(const Control& c) noexcept {
+  if (c.target_context != id_) return;  // a stale url: meant for an older context
+  if (c.type == ControlType::hello) {
+    for (OfiInstance* inst : instances_) {
+      if (inst->remote_context() != c.sender_context || inst->track() != c.track) continue;
+      if (inst->awaiting_hello()) {
+        inst->on_hello(c);
+        return;
+      }
+    }
+    // The local connect_async() has not come yet (or an old instance still
+    // holds the pair): keep the hello for it.
+    if (parked_.size() == max_parked) parked_.erase(parked_.begin());
+    parked_.push_back(c);
+    return;
+  }
+  for (OfiInstance* inst : instances_) {
+    if (inst->id() != c.target_instance || inst->remote_context() != c.sender_context) continue;
+    if (c.type == ControlType::bye) inst->on_bye(c);
+    if (c.type == ControlType::credit) inst->on_credit(c);
+    return;
+  }
+}
+
+void OfiContext::retry_ops() noexcept {
+  std::vector<Op*> now;
+  now.swap(retry_);
+  retry_.reserve(ops_.size());
+  for (Op* op : now) {
+    op->retry = false;
+    if (op->kind == Op::Kind::control_recv) {
+      if (state_ == State::running) (void)post_control_recv(op);
+    } else if (op->owner != nullptr && !op->done) {
+      op->owner->post_op(op);
+    } else {
+      maybe_free(op);
+    }
+  }
+}
+
+void OfiContext::check_peers() noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = peers_[i];
+    if (p.dead) continue;
+    if (p.pidfd >= 0) {
+      pollfd pfd{p.pidfd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) > 0) {
+        PIER_LOG(debug, "ofi", "peer context {:x} exited", p.context_id);
+        mark_dead(i);
+      }
+      continue;
+    }
+    if (keepalive_ms_ == 0 || now - p.last_keepalive < std::chrono::milliseconds(keepalive_ms_))
+      continue;
+    p.last_keepalive = now;
+    const bool used = std::any_of(instances_.begin(), instances_.end(), [&](OfiInstance* inst) {
+      return inst->peer() == i && inst->attached();
+    });
+    if (!used) continue;
+    Control k;
+    k.type = ControlType::keepalive;
+    k.sender_context = id_;
+    k.target_context = p.context_id;
+    (void)send_control(i, k);
+  }
+}
+
+void OfiContext::mark_dead(std::size_t peer) noexcept {
+  if (peer >= peers_.size() || peers_[peer].dead) return;
+  peers_[peer].dead = true;
+  for (OfiInstance* inst : instances_)
+    if (inst->peer() == peer && inst->attached()) inst->fail(Status::broken);
+}
+
+Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
+                        bool (*ready)(void*), void* arg) noexcept {
+  for (;;) {
+    progress();
+    if (ready(arg)) return Status::ok;
+    if (state_ != State::running) return Status::not_initialized;
+    const auto now = driver::Clock::now();
+    if (now >= deadline) return Status::timeout;
+    // Sleep in slices: peers are checked between them, and a completion
+    // another thread read (so the fd stayed quiet) is seen at the next one.
+    const auto slice = std::min<driver::Clock::duration>(deadline - now, wait_slice_);
+    if (wait_fd_ >= 0) {
+      fid* fids[1] = {&cq_->fid};
+      if (fi_trywait(fabric_, fids, 1) != FI_SUCCESS) continue;
+      const int fd = wait_fd_;
+      lock.unlock();
+      pollfd pfd{fd, POLLIN, 0};
+      (void)::poll(&pfd, 1, ms_ceil(slice));
+      lock.lock();
+    } else {
+      lock.unlock();
+      std::this_thread::sleep_for(
+          std::min<driver::Clock::duration>(slice, std::chrono::microseconds(200)));
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace pier::drivers::ofi

@@ -1,0 +1,177 @@
+// pier ofi: one context per NI: a libfabric fabric, domain, reliable
+// datagram endpoint, address vector and completion queue, shared by every
+// instance of the context. Instances are told apart by the tag of each
+// message (kind << 56 | the receiving instance's id, learned in a hello).
+//
+// Every libfabric call and every state change runs under the context's
+// mutex: the domain is opened FI_THREAD_DOMAIN, and instances of one context
+// may be driven from several threads at once.
+#pragma once
+
+#include "drivers/ofi/codec.hpp"
+#include "drivers/ofi/provider.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+
+#include <pier/driver.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace pier::drivers::ofi {
+
+class OfiInstance;
+
+/// One operation handed to libfabric. The fi_context2 comes first: libfabric
+/// gives back its address as the completion's op_context. Ops live in the
+/// context's pool, not in instances, so a completion that arrives after its
+/// instance is gone finds a valid op with no owner.
+struct Op {
+  enum class Kind : std::uint8_t {
+    free,
+    send,
+    rma_write,
+    rdv_notice,
+    recv,
+    control_send,
+    control_recv
+  };
+  fi_context2 fctx{};
+  Kind kind = Kind::free;
+  bool in_provider = false;  ///< libfabric holds it: a completion will come
+  bool done = false;         ///< final status known
+  bool reported = false;     ///< the owner has read the final status
+  bool retry = false;        ///< waits in the context's retry list
+  Status status = Status::in_progress;
+  OfiInstance* owner = nullptr;
+  driver::Packet* pkt = nullptr;  ///< the owner's packet, while not done
+  std::size_t length = 0;
+  std::uint64_t tag = 0;   ///< completion tag (receives)
+  std::uint64_t data = 0;  ///< completion remote CQ data (receives)
+  Rdv rdv{};               ///< a send's rendezvous target
+  std::uint64_t peer = 0;  ///< fi_addr_t of the target (sends)
+  Op* next_free = nullptr;
+  ControlBytes ctl{};  ///< a control message's bytes
+};
+
+class OfiContext final : public driver::Context {
+ public:
+  explicit OfiContext(std::string provider);
+  ~OfiContext() override;
+
+  std::string_view name() const noexcept override { return "ofi"; }
+  Result<driver::Properties> properties(const driver::Hints& hints) override;
+  Result<std::vector<std::byte>> init() override;
+  Status close() override;
+  Result<std::unique_ptr<driver::Instance>> open_instance(driver::Track track) override;
+  std::string unavailable_reason() const override;
+
+  // --- for instances (called with mutex() held) -------------------------
+  std::mutex& mutex() noexcept { return mutex_; }
+  bool running() const noexcept { return state_ == State::running; }
+  std::uint64_t id() const noexcept { return id_; }
+  fid_ep* ep() noexcept { return ep_; }
+  fid_domain* domain() noexcept { return domain_; }
+  bool rma() const noexcept { return rma_; }
+  bool mr_virt_addr() const noexcept;
+  bool mr_endpoint() const noexcept;
+  bool mr_prov_key() const noexcept;
+  std::uint64_t next_mr_key() noexcept { return next_mr_key_++; }
+  std::size_t send_queue() const noexcept { return send_queue_; }
+  std::uint64_t credits() const noexcept { return credits_; }
+  std::size_t max_packet() const noexcept { return max_packet_; }
+  std::uint32_t max_iov() const noexcept { return max_iov_; }
+  std::uint32_t next_cookie() noexcept { return ++cookie_; }
+
+  /// Claims (remote context, track) for `inst`: in_use when another instance
+  /// holds it. Inserts the peer into the address vector. A hello that came
+  /// first is handed over at once.
+  Status attach(OfiInstance* inst, const Url& remote, driver::Track track, std::size_t* peer);
+  void detach(OfiInstance* inst) noexcept;
+  /// Completes every unfinished send-side op of `inst` with `why`.
+  void fail_ops(OfiInstance* inst, Status why) noexcept;
+  /// An instance owes a control message it could not send yet.
+  void owe_control() noexcept { control_owed_ = true; }
+  std::uint64_t peer_addr(std::size_t peer) const noexcept { return peers_[peer].addr; }
+  bool peer_dead(std::size_t peer) const noexcept { return peers_[peer].dead; }
+
+  Op* get_op(Op::Kind kind, OfiInstance* owner) noexcept;
+  /// Gives an op back once libfabric and its owner are both done with it.
+  void maybe_free(Op* op) noexcept;
+  /// Queues an op whose next libfabric call answered -FI_EAGAIN.
+  void retry_later(Op* op) noexcept;
+  std::vector<Op*>& retry_list() noexcept { return retry_; }
+  /// Sends a control message to a peer; no_resource when it cannot now.
+  Status send_control(std::size_t peer, const Control& c) noexcept;
+
+  /// Reads completions, retries what waited, checks peers. Never blocks.
+  void progress() noexcept;
+  /// Sleeps on the completion queue until `ready()` or the deadline; the
+  /// caller holds `lock`, which is released while sleeping.
+  Status wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
+              void* arg) noexcept;
+
+ private:
+  enum class State : std::uint8_t { fresh, described, running, closed };
+  struct Peer {
+    std::uint64_t context_id = 0;
+    std::uint64_t addr = 0;  ///< fi_addr_t
+    int pidfd = -1;          ///< same host and pid space: readable once it exits
+    bool dead = false;
+    std::chrono::steady_clock::time_point last_keepalive{};
+  };
+
+  bool ensure_choice() const;
+  Status open_fabric() noexcept;
+  void close_fabric() noexcept;
+  Status post_control_recv(Op* op) noexcept;
+  void on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept;
+  void on_error(Op* op, const fi_cq_err_entry& e) noexcept;
+  void on_control(const Control& c) noexcept;
+  void retry_ops() noexcept;
+  void check_peers() noexcept;
+  void mark_dead(std::size_t peer) noexcept;
+  std::optional<std::size_t> peer_of_addr(std::uint64_t addr) const noexcept;
+
+  std::string wanted_;
+  mutable bool chosen_ = false;
+  mutable Choice choice_;
+  State state_ = State::fresh;
+  bool rma_ = false;
+
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  int wait_fd_ = -1;
+
+  std::uint64_t id_ = 0;
+  std::uint32_t next_instance_ = 1;
+  std::uint32_t cookie_ = 0;
+  std::uint64_t next_mr_key_ = 1;
+  std::size_t send_queue_ = 256;
+  std::uint64_t credits_ = 128;
+  std::size_t max_packet_ = 65536;
+  std::uint32_t max_iov_ = 1;
+  std::int64_t keepalive_ms_ = 1000;
+  std::size_t control_recvs_ = 64;
+
+  std::mutex mutex_;
+  std::vector<Op> ops_;
+  Op* free_ops_ = nullptr;
+  std::vector<Op*> retry_;
+  std::vector<Peer> peers_;
+  std::vector<OfiInstance*> instances_;
+  std::vector<Control> parked_;  ///< hellos whose instance does not exist yet
+  ControlParser parser_;
+  std::chrono::steady_clock::time_point last_check_{};
+  bool control_owed_ = false;
+  driver::Clock::duration wait_slice_ = std::chrono::milliseconds(10);
+};
+
+}  // namespace pier::drivers::ofi

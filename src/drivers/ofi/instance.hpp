@@ -1,0 +1,103 @@
+// pier ofi: one instance per (gate, track). It owns no libfabric object: its
+// messages go through the context's endpoint, tagged with the receiving
+// instance's id. Connect is an address-vector insert plus a hello each way;
+// small tracks run credit flow control so the peer's unexpected-message queue
+// stays bounded; large tracks receive by RMA when the receiver's rdv_data
+// reaches the sender, and by tagged messages otherwise.
+#pragma once
+
+#include "drivers/ofi/codec.hpp"
+
+#include <rdma/fi_domain.h>
+
+#include <pier/driver.hpp>
+
+namespace pier::drivers::ofi {
+
+class OfiContext;
+struct Op;
+
+class OfiInstance final : public driver::Instance {
+ public:
+  OfiInstance(OfiContext& ctx, driver::Track track, std::uint32_t id);
+  ~OfiInstance() override;
+
+  Status connect_async(std::span<const std::byte> remote_url) override;
+  Status connect_wait(driver::Deadline deadline) override;
+  Status disconnect() override;
+
+  Status send_post(driver::Packet& pkt) override;
+  Status send_poll(driver::Packet& pkt) override;
+  Status send_wait(driver::Packet& pkt, driver::Deadline deadline) override;
+
+  Status recv_post(driver::Packet& pkt) override;
+  Status recv_poll(driver::Packet& pkt) override;
+  Status recv_wait(driver::Packet& pkt, driver::Deadline deadline) override;
+  Status recv_cancel(driver::Packet& pkt) override;
+
+  // --- for the context (mutex held) ------------------------------------
+  std::uint32_t id() const noexcept { return id_; }
+  driver::Track track() const noexcept { return track_; }
+  std::uint64_t remote_context() const noexcept { return remote_ctx_; }
+  std::size_t peer() const noexcept { return peer_; }
+  bool awaiting_hello() const noexcept { return state_ == State::connecting && remote_id_ == 0; }
+  bool attached() const noexcept { return state_ != State::idle; }
+  void on_hello(const Control& c) noexcept;
+  void on_bye(const Control& c) noexcept;
+  void on_credit(const Control& c) noexcept;
+  /// The peer is gone: every pending packet completes broken.
+  void fail(Status why) noexcept;
+  /// A completion of one of this instance's ops (already marked done).
+  void on_recv_done(Op* op) noexcept;
+  /// Posts (or re-posts) libfabric work for an op; -FI_EAGAIN leaves it
+  /// for the context's retry list.
+  void post_op(Op* op) noexcept;
+  /// Sends owed control messages (hello, credit) that could not go before.
+  void flush_control() noexcept;
+
+ private:
+  enum class State : std::uint8_t { idle, connecting, connected, closed, broken };
+  // Packet::driver_data[0]: where a packet is; [1]: its op; [2]: final status.
+  static constexpr std::uintptr_t mark_sending = 0x0f15;
+  static constexpr std::uintptr_t mark_receiving = 0x0f1e;
+  static constexpr std::uintptr_t mark_done = 0x0f1d;
+
+  Status check_post(const driver::Packet& pkt, bool send) const noexcept;
+  bool recv_ended_by_peer() const noexcept;
+  Status finish_recv(driver::Packet& pkt) noexcept;
+  Status finish_send(driver::Packet& pkt) noexcept;
+  void close_mr() noexcept;
+  Status register_recv(driver::Packet& pkt) noexcept;
+  void cancel_recv_op() noexcept;
+  void owe_credit() noexcept;
+
+  OfiContext& ctx_;
+  const driver::Track track_;
+  const std::uint32_t id_;
+  State state_ = State::idle;
+  Status end_status_ = Status::broken;  ///< what posts answer once closed or broken
+  std::size_t peer_ = 0;
+  std::uint64_t remote_ctx_ = 0;
+  std::uint32_t remote_id_ = 0;
+  bool hello_due_ = false;
+  bool hello_sent_ = false;
+
+  // send side
+  std::size_t sends_in_flight_ = 0;
+  Op* rdv_op_ = nullptr;             ///< the RMA send in flight: later sends wait behind its notice
+  std::uint64_t sent_ = 0;           ///< packets posted
+  std::uint64_t peer_consumed_ = 0;  ///< packets the peer reported received (credits)
+
+  // receive side
+  Op* recv_op_ = nullptr;
+  std::uint64_t consumed_ = 0;  ///< packets received
+  std::uint64_t credit_reported_ = 0;
+  bool credit_due_ = false;
+  bool peer_bye_ = false;
+  std::uint64_t peer_sent_total_ = 0;
+  fid_mr* mr_ = nullptr;  ///< the posted large receive's registration
+  std::uint32_t cookie_ = 0;
+  std::size_t recv_capacity_ = 0;
+};
+
+}  // namespace pier::drivers::ofi
