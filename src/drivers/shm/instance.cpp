@@ -291,11 +291,15 @@ void ShmInstance::wake_peer() noexcept {
 bool ShmInstance::watch() noexcept {
   if (phase_ != Phase::connected) return false;
   rx_.ctl_word(ctl_reader_sleepers).fetch_add(1, std::memory_order_seq_cst);
+  ++watching_;
   return true;
 }
 
 void ShmInstance::unwatch() noexcept {
-  // The segment stays mapped until the destructor, whatever the phase.
+  // Only what this very instance raised: a new instance may live at the
+  // address of one destroyed while wait_any() slept.
+  if (watching_ == 0) return;
+  --watching_;
   rx_.ctl_word(ctl_reader_sleepers).fetch_sub(1, std::memory_order_seq_cst);
 }
 

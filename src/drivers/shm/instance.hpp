@@ -136,6 +136,7 @@ class ShmInstance final : public driver::Instance {
   RingReader rx_;
   std::uint32_t idle_polls_ = 0;
   std::uint32_t any_polls_ = 0;  ///< has_news()'s own count (context thread)
+  std::uint32_t watching_ = 0;   ///< watch() calls not yet undone (context thread)
   bool death_reported_ = false;
 
   // send state: an intrusive FIFO of posted large-track packets

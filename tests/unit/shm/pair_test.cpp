@@ -450,3 +450,39 @@ TEST(ShmPair, InstancesOutlivingTheirContextAnswerNotInitialized) {
 
 }  // namespace
 }  // namespace pier::drivers::shm::test
+
+namespace pier::drivers::shm::test {
+namespace {
+
+TEST(ShmPair, WaitAnyWhileInstancesComeAndGo) {
+  Side a = make_side();
+  Side b = make_side();
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    while (!stop.load()) {
+      Instance* ready = nullptr;
+      const Status st = a.ctx->wait_any(&ready, after_ms(2));
+      EXPECT_TRUE(st == Status::ok || st == Status::timeout || st == Status::canceled)
+          << to_string(st);
+    }
+  });
+  for (int i = 0; i < 30; ++i) {
+    auto ia = open(a, Track::small);
+    auto ib = open(b, Track::small);
+    ASSERT_EQ(connect_pair(*ia, a, *ib, b), Status::ok);
+    const auto data = pattern(8, static_cast<unsigned>(i));
+    Packet s;
+    ::iovec v;
+    ASSERT_EQ(send_bytes(*ib, data, s, v), Status::ok);
+    // The waiter may see the packet; this thread takes it.
+    Packet r;
+    ASSERT_EQ(ia->recv_wait(r, after_ms(5000)), Status::ok);
+    ASSERT_EQ(ia->recv_buf_release(r), Status::ok);
+  }
+  stop.store(true);
+  EXPECT_EQ(a.ctx->cancel_any(), Status::ok);
+  waiter.join();
+}
+
+}  // namespace
+}  // namespace pier::drivers::shm::test
