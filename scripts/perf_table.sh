@@ -2,7 +2,7 @@
 # perf_table.sh <build dir>: measure every usable driver with pier-perf and
 # plot latency and bandwidth against message size, one line per driver.
 #   two processes, one per core:  pier-run -n 2 --bind core pier-perf
-#   the in-process self driver:   pier-perf --driver self (two threads)
+#   the in-process self driver:   pier-perf --driver self --pin-threads (two threads)
 # Leaves <build dir>/perf/{perf.json,perf.csv,self.json,self.csv,perf.png}.
 # Extra arguments go to pier-perf (e.g. --max 1M, --verify).
 set -euo pipefail
@@ -22,7 +22,7 @@ status=0
   status=$?
 echo
 echo "== within one process (self driver, two threads) =="
-"$perf" --driver self --json "$out/self.json" --csv "$out/self.csv" "$@" || status=$?
+"$perf" --driver self --pin-threads --json "$out/self.json" --csv "$out/self.csv" "$@" || status=$?
 
 # One data file per driver: size, median latency (us), median bandwidth (MB/s).
 drivers=()

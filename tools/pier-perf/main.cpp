@@ -251,6 +251,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", params.repetitions, "bandwidth and rate repetitions")
       ->check(CLI::Range(1, 100));
   app.add_flag("--verify", params.verify, "check every received byte");
+  bool pin_threads = false;
+  app.add_flag("--pin-threads", pin_threads,
+               "started alone: pin the two roles' threads to two CPUs (helps on an idle host; "
+               "on a loaded one a preempted lock holder then stalls its peer for a whole tick)");
   app.add_option("--timeout", params.timeout_s, "seconds allowed per phase")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "write the results as JSON to this file");
@@ -303,7 +307,7 @@ int main(int argc, char** argv) {
   if (threads) {
     ThreadSlots slots;
     std::string peer_fatal;
-    const auto cpus = pick_two_cpus();
+    const auto cpus = pin_threads ? pick_two_cpus() : std::vector<int>{};
     if (!cpus.empty()) {
       pin_this_thread(cpus[0]);
       report.thread_cpus = cpus;
