@@ -136,10 +136,13 @@ struct Child {
   }
 };
 
+/// Entries of /dev/shm that this driver could have made ("pier-shm..."; the
+/// memfd's name): other tests running in parallel may add their own.
 std::set<std::string> dev_shm() {
   std::set<std::string> names;
   if (DIR* d = ::opendir("/dev/shm")) {
-    while (const dirent* e = ::readdir(d)) names.insert(e->d_name);
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name).find("pier-shm") != std::string::npos) names.insert(e->d_name);
     ::closedir(d);
   }
   return names;
