@@ -200,8 +200,6 @@ Status Core::Impl::bring_up_drivers() {
   local_.credits = settings_.credits;
   local_.recv_capacity = static_cast<std::uint32_t>(recv_capacity_);
   address_ = encode_address(local_);
-  for (DriverSlot& d : drivers_)
-    if (d.props.caps.recv_any && d.props.caps.recv_buf) any_contexts_.push_back(d.context.get());
   return Status::ok;
 }
 
@@ -237,6 +235,13 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
   // driven by progress on first use instead of here.
   for (auto& g : gates_)
     if (g->state == GateState::idle) start_connect(*g);
+  // Receive-any on the contexts that carry remote peers' buffer-receive
+  // rails; the loopback gate is polled only once this rank sends to itself.
+  for (auto& [inst, where] : by_instance_) {
+    driver::Context* ctx = where.second->context;
+    if (std::find(any_contexts_.begin(), any_contexts_.end(), ctx) == any_contexts_.end())
+      any_contexts_.push_back(ctx);
+  }
   if (!settings_.eager_connect) return Status::ok;
   for (;;) {
     bool all = true;
@@ -474,6 +479,7 @@ Status Core::send(const SendArgs& a) noexcept {
     return Status::invalid_argument;
   Gate& gate = *I.gates_[a.peer];
   if (gate.state == GateState::failed) return gate.failure;
+  gate.active = true;
   std::byte* data = nullptr;
   if (Status s = I.pin(a.region, a.offset, a.length, &data); s != Status::ok) return s;
   SendMsg* m = I.sends_.acquire();

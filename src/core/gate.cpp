@@ -47,6 +47,7 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
   }
   if (gate.send_limit < max_prefix + 1) return Status::unsupported;
   gate.split_min = settings_.split_min;
+  gate.active = gate.peer != rank_;
   gate.peer_credits = peer.credits;
   for (Priority& p : gate.prio) {
     p.credits = peer.credits;
@@ -89,7 +90,7 @@ void Core::Impl::start_connect(Gate& gate) noexcept {
     r.state = RailState::connecting;
     // Buffer-receive rails of a receive-any context are found by probe_any;
     // a rail with a posted receive is polled (its data never waits unclaimed).
-    if (r.props.caps.recv_any && r.props.caps.recv_buf) {
+    if (r.props.caps.recv_any && r.props.caps.recv_buf && gate.peer != rank_) {
       r.by_any = true;
       by_instance_[r.small.get()] = {&gate, &r};
     }

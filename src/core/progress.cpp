@@ -46,7 +46,7 @@ Status Core::Impl::progress() noexcept {
   }
   for (auto& gp : gates_) {
     Gate& gate = *gp;
-    if (gate.state == GateState::failed) continue;
+    if (gate.state == GateState::failed || !gate.active) continue;
     if (gate.state != GateState::connected) {
       if (!step_connect(gate) || gate.state != GateState::connected) continue;
     }

@@ -194,7 +194,9 @@ struct Gate {
   std::size_t eager_limit = 0;     ///< largest eager payload (without upper header)
   std::size_t split_min = 0;
   std::int64_t last_heard_ns = 0;
-  bool acks_waiting = false;  ///< an incoming message waits for a control packet
+  bool acks_waiting = false;
+  bool active = true;  ///< the loopback gate starts inactive: no pass visits it until a send  ///<
+                       ///< an incoming message waits for a control packet
   // staging slots: deferred and out-of-order packets
   std::size_t slot_bytes = 0;
   std::unique_ptr<std::byte[]> slot_mem;
