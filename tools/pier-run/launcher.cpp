@@ -6,6 +6,7 @@
 
 #include "exchange.hpp"
 #include "output.hpp"
+#include "pmi_server.hpp"
 
 #include "boot/boot.hpp"
 #include "boot/proto.hpp"
@@ -114,7 +115,10 @@ struct Conn {
 class Job {
  public:
   explicit Job(const Options& o)
-      : opt_(o), ranks_(o.ranks), exchange_(o.ranks, std::string(boot::library_version())) {}
+      : opt_(o),
+        ranks_(o.ranks),
+        exchange_(o.ranks, std::string(boot::library_version())),
+        pmi_(o.ranks) {}
   ~Job();
   int run();
 
@@ -138,6 +142,7 @@ class Job {
   Options opt_;
   std::vector<Rank> ranks_;
   Exchange exchange_;
+  PmiServer pmi_;  ///< PMI-1/2 over PMI_FD, for programs that bootstrap through PMI
   std::map<int, Conn> conns_;
   std::string socket_name_;
   int listen_fd_ = -1;
@@ -194,12 +199,13 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
   for (char** e = environ; *e; ++e) {
     std::string_view v(*e);
     if (!v.starts_with("PIER_RUN_SOCKET=") && !v.starts_with("PIER_RUN_RANK=") &&
-        !v.starts_with("PIER_RUN_SIZE="))
+        !v.starts_with("PIER_RUN_SIZE=") && !PmiServer::overrides(v))
       env_text.emplace_back(v);
   }
   env_text.push_back("PIER_RUN_SOCKET=" + socket_name_);
   env_text.push_back(fmt::format("PIER_RUN_RANK={}", rank));
   env_text.push_back(fmt::format("PIER_RUN_SIZE={}", opt_.ranks));
+  for (auto& e : pmi_.environment(rank)) env_text.push_back(std::move(e));
   std::vector<char*> envp, argv;
   for (auto& s : env_text) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -236,6 +242,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
       ::dup2(out[1][1], STDERR_FILENO);
     }
     if (core) (void)::sched_setaffinity(0, sizeof *core, core);
+    pmi_.keep_in_child(rank);
     ::signal(SIGPIPE, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
     ::execvpe(argv[0], argv.data(), envp.data());
@@ -245,6 +252,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
   }
   if (devnull >= 0) ::close(devnull);
   ::close(exec_err[1]);
+  pmi_.forked(rank);
   for (auto& p : out)
     if (p[1] >= 0) ::close(p[1]);
   if (pid < 0) {
@@ -278,7 +286,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
 }
 
 int Job::run() {
-  if (!block_signals() || !listen_socket()) return exit_cannot_start;
+  if (!block_signals() || !listen_socket() || !pmi_.start()) return exit_cannot_start;
   if (opt_.timeout_s > 0)
     job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(opt_.timeout_s));

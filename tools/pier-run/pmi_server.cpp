@@ -1,0 +1,200 @@
+// pier-run: the PMI server thread (see pmi_server.hpp).
+#include "pmi_server.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace pier::run {
+namespace {
+
+void say(const std::string& text) {
+  const std::string line = "pier-run: " + text + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
+}  // namespace
+
+struct PmiServer::Conn {
+  int fd = -1;
+  boot::pmi::Reader reader;
+  std::string pending;  ///< not yet written
+  bool close_after = false;
+};
+
+PmiServer::PmiServer(std::uint32_t ranks)
+    : ranks_(ranks),
+      child_fds_(ranks, -1),
+      service_(ranks, fmt::format("pier-run.{}", ::getpid())) {
+  conns_.resize(ranks);
+}
+
+PmiServer::~PmiServer() {
+  if (thread_.joinable()) {
+    const std::uint64_t one = 1;
+    (void)!::write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  for (int fd : child_fds_)
+    if (fd >= 0) ::close(fd);
+  for (auto& c : conns_)
+    if (c && c->fd >= 0) ::close(c->fd);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+bool PmiServer::start() {
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) {
+    say(fmt::format("cannot serve PMI: eventfd: {}", std::strerror(errno)));
+    return false;
+  }
+  for (std::uint32_t r = 0; r < ranks_; ++r) {
+    std::array<int, 2> pair{-1, -1};
+    // Both ends close on exec; keep_in_child() clears the flag on the
+    // rank's own end only, so no rank inherits another's.
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair.data()) != 0) {
+      say(fmt::format("cannot serve PMI: socketpair: {}", std::strerror(errno)));
+      return false;
+    }
+    (void)::fcntl(pair[0], F_SETFL, O_NONBLOCK);
+    conns_[r] = std::make_unique<Conn>();
+    conns_[r]->fd = pair[0];
+    child_fds_[r] = pair[1];
+  }
+  thread_ = std::thread([this] { serve(); });
+  return true;
+}
+
+std::vector<std::string> PmiServer::environment(std::uint32_t rank) const {
+  return {fmt::format("PMI_FD={}", child_fds_[rank]), fmt::format("PMI_RANK={}", rank),
+          fmt::format("PMI_SIZE={}", ranks_)};
+}
+
+bool PmiServer::overrides(std::string_view entry) noexcept {
+  return entry.starts_with("PMI_FD=") || entry.starts_with("PMI_RANK=") ||
+         entry.starts_with("PMI_SIZE=");
+}
+
+void PmiServer::keep_in_child(std::uint32_t rank) const noexcept {
+  if (rank < child_fds_.size() && child_fds_[rank] >= 0)
+    (void)::fcntl(child_fds_[rank], F_SETFD, 0);
+}
+
+void PmiServer::forked(std::uint32_t rank) noexcept {
+  if (rank < child_fds_.size() && child_fds_[rank] >= 0) {
+    ::close(child_fds_[rank]);
+    child_fds_[rank] = -1;
+  }
+}
+
+void PmiServer::dispatch(std::vector<PmiOutgoing>& out) {
+  for (auto& note : service_.take_notes()) say(note);
+  for (auto& o : out) {
+    Conn* c = o.rank < conns_.size() ? conns_[o.rank].get() : nullptr;
+    if (!c || c->fd < 0) continue;
+    c->pending += o.bytes;
+    c->close_after |= o.close_after;
+    flush_conn(o.rank);
+  }
+  out.clear();
+}
+
+void PmiServer::close_conn(std::uint32_t rank) {
+  Conn& c = *conns_[rank];
+  if (c.fd < 0) return;
+  ::close(c.fd);
+  c.fd = -1;
+  c.pending.clear();
+  std::vector<PmiOutgoing> out;
+  service_.on_disconnect(rank, out);
+  dispatch(out);
+}
+
+void PmiServer::flush_conn(std::uint32_t rank) {
+  Conn& c = *conns_[rank];
+  while (c.fd >= 0 && !c.pending.empty()) {
+    const ::ssize_t n = ::send(c.fd, c.pending.data(), c.pending.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      close_conn(rank);
+      return;
+    }
+    c.pending.erase(0, static_cast<std::size_t>(n));
+  }
+  if (c.fd >= 0 && c.close_after) close_conn(rank);
+}
+
+void PmiServer::read_conn(std::uint32_t rank) {
+  std::array<char, 16384> buf;
+  for (;;) {
+    Conn& c = *conns_[rank];
+    if (c.fd < 0 || c.close_after) return;
+    const ::ssize_t n = ::recv(c.fd, buf.data(), buf.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      close_conn(rank);
+      return;
+    }
+    c.reader.append(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    for (;;) {
+      if (c.fd < 0 || c.close_after) return;
+      auto message = c.reader.next();
+      std::vector<PmiOutgoing> out;
+      if (!message) {
+        say(
+            fmt::format("rank {} sent bytes that are neither PMI-1 nor PMI-2; closing its PMI "
+                        "connection",
+                        rank));
+        close_conn(rank);
+        return;
+      }
+      if (!*message) break;
+      service_.on_message(rank, **message, out);
+      dispatch(out);
+    }
+  }
+}
+
+void PmiServer::serve() {
+  std::vector<::pollfd> fds;
+  std::vector<std::uint32_t> owners;
+  for (;;) {
+    fds.clear();
+    owners.clear();
+    fds.push_back({stop_fd_, POLLIN, 0});
+    owners.push_back(0);
+    for (std::uint32_t r = 0; r < ranks_; ++r) {
+      const Conn& c = *conns_[r];
+      if (c.fd < 0) continue;
+      // Once closing, only the unsent answer matters: no POLLIN spin.
+      const short events =
+          static_cast<short>((c.close_after ? 0 : POLLIN) | (c.pending.empty() ? 0 : POLLOUT));
+      fds.push_back({c.fd, events, 0});
+      owners.push_back(r);
+    }
+    const int n = ::poll(fds.data(), fds.size(), -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      say(fmt::format("PMI server stops: poll: {}", std::strerror(errno)));
+      return;
+    }
+    if (fds[0].revents != 0) return;
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      if (fds[i].revents & POLLOUT) flush_conn(owners[i]);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(owners[i]);
+    }
+  }
+}
+
+}  // namespace pier::run

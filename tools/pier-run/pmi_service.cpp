@@ -1,0 +1,314 @@
+// pier-run: PMI-1 / PMI-2 request handling (see pmi_service.hpp). Answers
+// follow hydra's spelling, since MPICH's simple clients check the command
+// names and the rc, found and value fields.
+#include "pmi_service.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace pier::run {
+namespace {
+
+using boot::pmi::Command;
+using boot::pmi::Framing;
+
+constexpr std::size_t max_key = 256;  // PMI-1 advertises 64; PMI-2 clients may use more
+
+Command make(std::string name) {
+  Command c;
+  c.name = std::move(name);
+  return c;
+}
+
+std::string get_or(const Command& c, std::string_view key, std::string fallback = {}) {
+  const std::string* v = c.find(key);
+  return v ? *v : fallback;
+}
+
+/// PMI-2 answers echo the client's thread id when it sent one.
+Command v2_answer(const Command& request, std::string name) {
+  Command c = make(std::move(name));
+  if (const std::string* thrid = request.find("thrid")) c.add("thrid", *thrid);
+  return c;
+}
+
+}  // namespace
+
+PmiService::PmiService(std::uint32_t size, std::string jobid)
+    : size_(size), jobid_(std::move(jobid)), ranks_(size) {
+  // Every rank on one node: block (0, 1 node, size ranks per node).
+  const std::string mapping = fmt::format("(vector,(0,1,{}))", size);
+  kvs_["PMI_process_mapping"] = mapping;
+  kvs_bytes_ += mapping.size();
+}
+
+void PmiService::reply(std::uint32_t rank, Framing framing, const Command& c,
+                       std::vector<PmiOutgoing>& out, bool close_after) {
+  auto bytes = framing == Framing::v1 ? boot::pmi::format_v1(c) : boot::pmi::format_v2(c);
+  if (!bytes) {
+    // Only a value a PMI-1 line cannot carry (a space put through PMI-2 and
+    // read through PMI-1) gets here.
+    notes_.push_back(fmt::format("rank {}: cannot encode the PMI answer '{}' in PMI-{}", rank,
+                                 c.name, framing == Framing::v1 ? 1 : 2));
+    out.push_back({rank, {}, true});
+    return;
+  }
+  out.push_back({rank, std::move(*bytes), close_after});
+}
+
+void PmiService::on_message(std::uint32_t rank, const boot::pmi::Message& message,
+                            std::vector<PmiOutgoing>& out) {
+  if (rank >= size_ || ranks_[rank].gone) return;
+  auto command = message.framing == Framing::v1 ? boot::pmi::parse_v1(message.text)
+                                                : boot::pmi::parse_v2(message.text);
+  if (!command) {
+    notes_.push_back(fmt::format("rank {}: malformed PMI-{} message, closing its PMI connection",
+                                 rank, message.framing == Framing::v1 ? 1 : 2));
+    out.push_back({rank, {}, true});
+    leave(rank, "sent a malformed PMI message", out);
+    return;
+  }
+  if (message.framing == Framing::v1)
+    on_v1(rank, *command, out);
+  else
+    on_v2(rank, *command, out);
+}
+
+bool PmiService::store(std::map<std::string, std::string>& space, const std::string& key,
+                       const std::string& value) {
+  auto it = space.find(key);
+  const std::size_t old = it == space.end() ? 0 : key.size() + it->second.size();
+  if (kvs_bytes_ - old + key.size() + value.size() > max_kvs_bytes) return false;
+  kvs_bytes_ = kvs_bytes_ - old + key.size() + value.size();
+  space[key] = value;
+  return true;
+}
+
+void PmiService::on_v1(std::uint32_t rank, const Command& c, std::vector<PmiOutgoing>& out) {
+  const Framing v1 = Framing::v1;
+  const std::string& n = c.name;
+  if (n == "init") {
+    const std::string version = get_or(c, "pmi_version", "1");
+    const bool ok = version == "1" || version == "2";
+    Command a = make("response_to_init");
+    a.add("pmi_version", ok ? version : "2")
+        .add("pmi_subversion", version == "2" ? "0" : "1")
+        .add("rc", ok ? "0" : "-1");
+    reply(rank, v1, a, out);
+  } else if (n == "get_maxes") {
+    reply(rank, v1,
+          make("maxes")
+              .add("rc", "0")
+              .add("kvsname_max", "256")
+              .add("keylen_max", "64")
+              .add("vallen_max", "1024"),
+          out);
+  } else if (n == "get_appnum") {
+    reply(rank, v1, make("appnum").add("rc", "0").add("appnum", "0"), out);
+  } else if (n == "get_my_kvsname") {
+    reply(rank, v1, make("my_kvsname").add("rc", "0").add("kvsname", jobid_), out);
+  } else if (n == "get_universe_size") {
+    reply(rank, v1, make("universe_size").add("rc", "0").add("size", std::to_string(size_)), out);
+  } else if (n == "barrier_in") {
+    enter_barrier(rank, v1, {}, out);
+  } else if (n == "put" || n == "get") {
+    const std::string kvsname = get_or(c, "kvsname");
+    const std::string key = get_or(c, "key");
+    Command a = make(n == "put" ? "put_result" : "get_result");
+    if (kvsname != jobid_) {
+      a.add("rc", "-1").add("msg", "unknown_kvsname_" + kvsname);
+    } else if (key.empty() || key.size() > max_key) {
+      a.add("rc", "-1").add("msg", "invalid_key");
+    } else if (n == "put") {
+      const bool stored = store(kvs_, key, get_or(c, "value"));
+      a.add("rc", stored ? "0" : "-1").add("msg", stored ? "success" : "kvs_full");
+    } else if (auto it = kvs_.find(key); it != kvs_.end()) {
+      a.add("rc", "0").add("msg", "success").add("value", it->second);
+    } else {
+      a.add("rc", "-1").add("msg", "key_" + key + "_not_found");
+    }
+    reply(rank, v1, a, out);
+  } else if (n == "finalize") {
+    reply(rank, v1, make("finalize_ack").add("rc", "0"), out);
+    ranks_[rank].finalized = true;
+    leave(rank, "finalized", out);
+  } else if (n == "abort") {
+    abort_from(rank, c);
+  } else {
+    notes_.push_back(fmt::format("rank {}: unsupported PMI-1 command '{}'", rank, n));
+    reply(rank, v1, make(n + "_result").add("rc", "-1").add("msg", "unsupported_command"), out);
+  }
+}
+
+void PmiService::on_v2(std::uint32_t rank, const Command& c, std::vector<PmiOutgoing>& out) {
+  const Framing v2 = Framing::v2;
+  const std::string& n = c.name;
+  if (n == "fullinit") {
+    Command a = v2_answer(c, "fullinit-response");
+    const std::string claimed = get_or(c, "pmirank", std::to_string(rank));
+    if (claimed != std::to_string(rank)) {
+      a.add("rc", "-1")
+          .add("errmsg", fmt::format("pmirank {} is not this connection's rank {}", claimed, rank));
+    } else {
+      a.add("pmi-version", "2")
+          .add("pmi-subversion", "0")
+          .add("rank", std::to_string(rank))
+          .add("size", std::to_string(size_))
+          .add("appnum", "0")
+          .add("debugged", "FALSE")
+          .add("pmiverbose", "FALSE")
+          .add("rc", "0");
+    }
+    reply(rank, v2, a, out);
+  } else if (n == "job-getid") {
+    reply(rank, v2, v2_answer(c, "job-getid-response").add("jobid", jobid_).add("rc", "0"), out);
+  } else if (n == "kvs-put") {
+    const std::string key = get_or(c, "key");
+    Command a = v2_answer(c, "kvs-put-response");
+    if (key.empty() || key.size() > max_key)
+      a.add("rc", "-1").add("errmsg", "invalid key");
+    else if (!store(kvs_, key, get_or(c, "value")))
+      a.add("rc", "-1").add("errmsg", "key-value space full");
+    else
+      a.add("rc", "0");
+    reply(rank, v2, a, out);
+  } else if (n == "kvs-fence") {
+    enter_barrier(rank, v2, get_or(c, "thrid"), out);
+  } else if (n == "kvs-get" || n == "info-getjobattr") {
+    const std::string key = get_or(c, "key");
+    const std::string jobid = get_or(c, "jobid", jobid_);
+    Command a = v2_answer(c, n + "-response");
+    auto it = kvs_.find(key);
+    if (n == "info-getjobattr" && key == "universeSize") {
+      a.add("found", "TRUE").add("value", std::to_string(size_));
+    } else if ((jobid.empty() || jobid == jobid_) && it != kvs_.end() &&
+               (n == "kvs-get" || key == "PMI_process_mapping")) {
+      a.add("found", "TRUE").add("value", it->second);
+    } else {
+      a.add("found", "FALSE");
+    }
+    reply(rank, v2, a.add("rc", "0"), out);
+  } else if (n == "info-putnodeattr") {
+    const std::string key = get_or(c, "key");
+    const std::string value = get_or(c, "value");
+    Command a = v2_answer(c, "info-putnodeattr-response");
+    const bool stored = !key.empty() && key.size() <= max_key && store(node_, key, value);
+    a.add("rc", stored ? "0" : "-1");
+    if (!stored) a.add("errmsg", "invalid key or key-value space full");
+    reply(rank, v2, a, out);
+    if (!stored) return;
+    // Answer the ranks that wait for this attribute.
+    for (auto it = node_waits_.begin(); it != node_waits_.end();) {
+      if (it->key != key) {
+        ++it;
+        continue;
+      }
+      Command w = make("info-getnodeattr-response");
+      if (!it->thrid.empty()) w.add("thrid", it->thrid);
+      reply(it->rank, v2, w.add("found", "TRUE").add("value", value).add("rc", "0"), out);
+      it = node_waits_.erase(it);
+    }
+  } else if (n == "info-getnodeattr") {
+    const std::string key = get_or(c, "key");
+    if (auto it = node_.find(key); it != node_.end()) {
+      reply(rank, v2,
+            v2_answer(c, "info-getnodeattr-response")
+                .add("found", "TRUE")
+                .add("value", it->second)
+                .add("rc", "0"),
+            out);
+    } else if (get_or(c, "wait") == "TRUE") {
+      node_waits_.push_back({rank, key, get_or(c, "thrid")});
+    } else {
+      reply(rank, v2,
+            v2_answer(c, "info-getnodeattr-response").add("found", "FALSE").add("rc", "0"), out);
+    }
+  } else if (n == "finalize") {
+    reply(rank, v2, v2_answer(c, "finalize-response").add("rc", "0"), out);
+    ranks_[rank].finalized = true;
+    leave(rank, "finalized", out);
+  } else if (n == "abort") {
+    abort_from(rank, c);
+  } else {
+    notes_.push_back(fmt::format("rank {}: unsupported PMI-2 command '{}'", rank, n));
+    reply(rank, v2,
+          v2_answer(c, n + "-response").add("rc", "-1").add("errmsg", "unsupported command"), out);
+  }
+}
+
+void PmiService::abort_from(std::uint32_t rank, const Command& c) {
+  // The client exits right after sending abort; pier-run then ends the job
+  // through the rank's exit status, as for any failing rank.
+  std::string text = get_or(c, "msg", get_or(c, "message"));
+  notes_.push_back(fmt::format("rank {} aborted the job through PMI{}{}", rank,
+                               c.find("exitcode") ? " (exit code " + *c.find("exitcode") + ")" : "",
+                               text.empty() ? "" : ": " + text));
+}
+
+void PmiService::enter_barrier(std::uint32_t rank, Framing framing, std::string thrid,
+                               std::vector<PmiOutgoing>& out) {
+  RankState& r = ranks_[rank];
+  if (!barrier_failure_.empty()) {
+    notes_.push_back(fmt::format("rank {}: PMI barrier refused: {}", rank, barrier_failure_));
+    out.push_back({rank, {}, true});
+    return;
+  }
+  r.waiting = true;
+  r.barrier_framing = framing;
+  r.barrier_thrid = std::move(thrid);
+  for (std::uint32_t i = 0; i < size_; ++i) {
+    if (!ranks_[i].gone) continue;
+    barrier_failure_ = fmt::format("rank {} {} before entering PMI barrier {}", i,
+                                   ranks_[i].left_why, barrier_epoch_);
+    fail_barrier(out);
+    return;
+  }
+  for (const RankState& s : ranks_)
+    if (!s.waiting) return;
+  for (std::uint32_t i = 0; i < size_; ++i) {
+    RankState& s = ranks_[i];
+    s.waiting = false;
+    Command a = make(s.barrier_framing == Framing::v1 ? "barrier_out" : "kvs-fence-response");
+    if (!s.barrier_thrid.empty()) a.add("thrid", s.barrier_thrid);
+    reply(i, s.barrier_framing, a.add("rc", "0"), out);
+  }
+  ++barrier_epoch_;
+}
+
+void PmiService::leave(std::uint32_t rank, std::string why, std::vector<PmiOutgoing>& out) {
+  RankState& r = ranks_[rank];
+  if (r.gone) return;
+  r.gone = true;
+  r.waiting = false;
+  r.left_why = std::move(why);
+  std::erase_if(node_waits_, [rank](const NodeWait& w) { return w.rank == rank; });
+  if (!barrier_failure_.empty()) return;
+  bool pending = false;
+  for (const RankState& s : ranks_) pending |= s.waiting;
+  // Without a barrier pending, the failure waits for the next barrier_in
+  // (enter_barrier checks for ranks gone): after a finalize that is normal.
+  if (!pending) return;
+  barrier_failure_ =
+      fmt::format("rank {} {} before entering PMI barrier {}", rank, r.left_why, barrier_epoch_);
+  fail_barrier(out);
+}
+
+void PmiService::on_disconnect(std::uint32_t rank, std::vector<PmiOutgoing>& out) {
+  if (rank >= size_) return;
+  leave(rank, "closed its PMI connection", out);
+}
+
+void PmiService::fail_barrier(std::vector<PmiOutgoing>& out) {
+  std::vector<std::uint32_t> waiting;
+  for (std::uint32_t i = 0; i < size_; ++i)
+    if (ranks_[i].waiting) waiting.push_back(i);
+  notes_.push_back(fmt::format("PMI barrier {} failed: {}; closing the PMI connection of {} {}",
+                               barrier_epoch_, barrier_failure_,
+                               waiting.size() == 1 ? "rank" : "ranks", fmt::join(waiting, ", ")));
+  for (std::uint32_t i : waiting) {
+    ranks_[i].waiting = false;
+    out.push_back({i, {}, true});
+  }
+}
+
+}  // namespace pier::run

@@ -1,0 +1,87 @@
+// pier-run: the PMI-1 and PMI-2 "simple" protocols as MPICH's hydra serves
+// them (docs/pmi.md), so programs that bootstrap through PMI start under
+// pier-run unchanged. Pure state like Exchange: fed messages per rank, it
+// answers with bytes to send; the sockets live in PmiServer.
+//
+// One key-value space per job (kvsname = jobid = "pier-run.<pid>"), shared by
+// both protocol versions. A put is visible at once; barrier_in (PMI-1) and
+// kvs-fence (PMI-2) are the same barrier and complete when every rank entered
+// it. A rank that leaves (closes its PMI socket without finalize, or
+// finalizes) while a barrier is pending fails that barrier: the waiting
+// ranks' connections are closed, so their PMI calls return an error instead
+// of hanging.
+#pragma once
+
+#include "boot/pmi_wire.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pier::run {
+
+/// Bytes for one rank's connection; `close_after` ends it once sent.
+struct PmiOutgoing {
+  std::uint32_t rank;
+  std::string bytes;
+  bool close_after = false;
+};
+
+class PmiService {
+ public:
+  PmiService(std::uint32_t size, std::string jobid);
+
+  /// One message from `rank`.
+  void on_message(std::uint32_t rank, const boot::pmi::Message& message,
+                  std::vector<PmiOutgoing>& out);
+  /// The rank's PMI socket closed.
+  void on_disconnect(std::uint32_t rank, std::vector<PmiOutgoing>& out);
+  /// Lines for pier-run's stderr (aborts, protocol errors, failed barriers).
+  std::vector<std::string> take_notes() { return std::move(notes_); }
+
+  const std::string& jobid() const noexcept { return jobid_; }
+  /// Total bytes of keys and values one job may store.
+  static constexpr std::size_t max_kvs_bytes = 64u << 20;
+
+ private:
+  struct RankState {
+    bool gone = false;       ///< finalized or disconnected: never enters a barrier again
+    bool finalized = false;  ///< said finalize (a later disconnect is normal)
+    bool waiting = false;    ///< inside the current barrier
+    boot::pmi::Framing barrier_framing = boot::pmi::Framing::v1;
+    std::string barrier_thrid;  ///< PMI-2 thread id to echo, "" for none
+    std::string left_why;       ///< how it left, for the barrier failure
+  };
+  struct NodeWait {
+    std::uint32_t rank;
+    std::string key;
+    std::string thrid;
+  };
+
+  void on_v1(std::uint32_t rank, const boot::pmi::Command& c, std::vector<PmiOutgoing>& out);
+  void on_v2(std::uint32_t rank, const boot::pmi::Command& c, std::vector<PmiOutgoing>& out);
+  void reply(std::uint32_t rank, boot::pmi::Framing framing, const boot::pmi::Command& c,
+             std::vector<PmiOutgoing>& out, bool close_after = false);
+  void enter_barrier(std::uint32_t rank, boot::pmi::Framing framing, std::string thrid,
+                     std::vector<PmiOutgoing>& out);
+  void leave(std::uint32_t rank, std::string why, std::vector<PmiOutgoing>& out);
+  void fail_barrier(std::vector<PmiOutgoing>& out);
+  void abort_from(std::uint32_t rank, const boot::pmi::Command& c);
+  /// False (and an error answer already queued) when the store is full.
+  bool store(std::map<std::string, std::string>& space, const std::string& key,
+             const std::string& value);
+
+  std::uint32_t size_;
+  std::string jobid_;
+  std::vector<RankState> ranks_;
+  std::map<std::string, std::string> kvs_;
+  std::map<std::string, std::string> node_;  ///< PMI-2 node attributes (one node)
+  std::vector<NodeWait> node_waits_;
+  std::size_t kvs_bytes_ = 0;
+  std::uint32_t barrier_epoch_ = 1;
+  std::string barrier_failure_;  ///< non-empty once a barrier failed: every later one fails
+  std::vector<std::string> notes_;
+};
+
+}  // namespace pier::run
