@@ -1,0 +1,179 @@
+// pier capi: PtlInit / PtlFini / PtlAbort, the forward path to the LIB, and
+// the one mapping from pier::Status to PTL_* return codes.
+#include <portals4.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "capi/state.hpp"
+
+namespace pier::capi {
+
+inline const config::BoolKey progress_thread_key{
+    "CAPI_PROGRESS_THREAD", true,
+    "run the Portals LIB on its own progress thread, so a target completes puts, gets and "
+    "atomics without calling into pier; off: the LIB runs in the calling thread"};
+
+namespace {
+std::mutex init_mu;
+int init_count = 0;
+std::atomic<State*> live{nullptr};
+std::atomic<int> waiters{0};
+std::atomic<bool> abort_flag{false};
+
+/// Status of a failed forward to PTL_*; the LIB itself answers in PTL_*.
+int to_ptl(Status s) noexcept {
+  switch (s) {
+    case Status::ok:
+    case Status::in_progress:
+      return PTL_OK;
+    case Status::invalid_argument:
+    case Status::not_found:
+    case Status::malformed:
+      return PTL_ARG_INVALID;
+    case Status::in_use:
+      return PTL_IN_USE;
+    case Status::no_resource:
+    case Status::no_memory:
+      return PTL_NO_SPACE;
+    case Status::not_initialized:
+      return PTL_NO_INIT;
+    case Status::unsupported:
+    case Status::truncated:
+    case Status::canceled:
+    case Status::timeout:
+    case Status::rejected:
+    case Status::dropped:
+    case Status::permission_denied:
+    case Status::version_mismatch:
+    case Status::closed:
+    case Status::broken:
+    case Status::system_error:
+    case Status::internal:
+      return PTL_FAIL;
+  }
+  return PTL_FAIL;
+}
+
+int build(State& s) {
+  auto boot = boot::Bootstrap::open();
+  if (!boot) return to_ptl(boot.status());
+  s.boot = std::move(*boot);
+  auto core = core::Core::from_bootstrap(*s.boot);
+  if (!core) {
+    PIER_LOG(error, "capi", "cannot bring up the core: {}", to_string(core.status()));
+    return to_ptl(core.status());
+  }
+  s.core = std::move(*core);
+  auto lib = lib::Lib::create(*s.core);
+  if (!lib) return to_ptl(lib.status());
+  s.lib = std::move(*lib);
+  s.direct = !progress_thread_key.get();
+  try {
+    if (s.direct)
+      s.api = std::make_unique<nal::Direct>(*s.core, *s.lib);
+    else
+      s.api = std::make_unique<nal::ProgressThread>(*s.core, *s.lib);
+  } catch (...) {
+    return PTL_NO_SPACE;
+  }
+  return PTL_OK;
+}
+
+void tear_down(State* s) {
+  // The NAL first: the progress thread must stop before the LIB and the
+  // core it drives go away.
+  s->api.reset();
+  s->lib.reset();
+  s->core.reset();
+  s->boot.reset();
+  delete s;
+}
+}  // namespace
+
+State* state() noexcept {
+  return live.load(std::memory_order_acquire);
+}
+
+int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
+  State* s = state();
+  if (!s) return PTL_NO_INIT;
+  lib::Reply local;
+  lib::Reply& out = r ? *r : local;
+  Status st =
+      s->api->forward(static_cast<std::uint32_t>(op), std::as_bytes(std::span(&c, 1)),
+                      std::as_writable_bytes(std::span(&out, 1)), base::Deadline::after_ms(60000));
+  if (st != Status::ok) return to_ptl(st);
+  return out.rc;
+}
+
+void wait_enter() noexcept {
+  waiters.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void wait_exit() noexcept {
+  // Ref semantics: the abort lasts while someone waits, and ends with the
+  // last waiter.
+  if (waiters.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    abort_flag.store(false, std::memory_order_release);
+}
+
+bool aborting() noexcept {
+  return abort_flag.load(std::memory_order_acquire);
+}
+
+void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept {
+  if (s.direct) {
+    (void)s.api->poll();
+    return;
+  }
+  std::int64_t left = deadline.remaining_ns();
+  constexpr std::int64_t slice_ns = 50'000'000;  // re-check abort now and then
+  s.lib->notifier().wait(seen, left < slice_ns ? left : slice_ns);
+}
+
+}  // namespace pier::capi
+
+using pier::capi::State;
+
+extern "C" {
+
+int PtlInit(void) {
+  try {
+    std::lock_guard lock(pier::capi::init_mu);
+    if (pier::capi::init_count > 0) {
+      ++pier::capi::init_count;
+      return PTL_OK;
+    }
+    auto* s = new State;
+    int rc = pier::capi::build(*s);
+    if (rc != PTL_OK) {
+      pier::capi::tear_down(s);
+      return PTL_FAIL;
+    }
+    pier::capi::live.store(s, std::memory_order_release);
+    pier::capi::init_count = 1;
+    return PTL_OK;
+  } catch (...) {
+    return PTL_FAIL;
+  }
+}
+
+void PtlFini(void) {
+  std::lock_guard lock(pier::capi::init_mu);
+  if (pier::capi::init_count == 0) return;
+  if (--pier::capi::init_count > 0) return;
+  State* s = pier::capi::live.exchange(nullptr, std::memory_order_acq_rel);
+  if (s) pier::capi::tear_down(s);
+}
+
+void PtlAbort(void) {
+  if (pier::capi::waiters.load(std::memory_order_acquire) == 0) return;
+  pier::capi::abort_flag.store(true, std::memory_order_release);
+  if (State* s = pier::capi::state()) s->lib->notifier().bump();
+}
+
+}  // extern "C"

@@ -1,0 +1,67 @@
+// pier::capi: the process-wide state behind the C entry points: the
+// bootstrap, the core, the LIB and the NAL between the API and the LIB.
+// PtlInit builds it, the last PtlFini tears it down.
+#pragma once
+
+#include <portals4.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "base/clock.hpp"
+#include "boot/boot.hpp"
+#include "core/core.hpp"
+#include "lib/lib.hpp"
+#include "nal/nal.hpp"
+
+namespace pier::capi {
+
+struct State {
+  std::unique_ptr<boot::Bootstrap> boot;
+  std::unique_ptr<core::Core> core;
+  std::unique_ptr<lib::Lib> lib;
+  std::unique_ptr<nal::Api> api;
+  bool direct = false;  ///< no progress thread: waits drive the core
+};
+
+/// The live state, or nullptr before PtlInit / after the last PtlFini.
+State* state() noexcept;
+
+/// Forwards `op` to the LIB; PTL_NO_INIT without state, PTL_FAIL when the
+/// NAL could not deliver the call.
+int call(lib::Op op, const lib::Call& c, lib::Reply* r = nullptr) noexcept;
+
+/// Bookkeeping of the blocking calls, for PtlAbort.
+void wait_enter() noexcept;
+void wait_exit() noexcept;
+bool aborting() noexcept;
+/// Lets time pass until something may have changed since `seen`: drives the
+/// core itself without a progress thread, else sleeps on the LIB's notifier.
+void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept;
+
+/// Repeats `attempt` until it returns something other than `empty`, the
+/// timeout passes (returns `empty`) or PtlAbort (PTL_ABORTED).
+template <class Attempt>
+int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
+  State* s = state();
+  if (!s) return PTL_NO_INIT;
+  auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
+                                                 : base::Deadline::after_ms(timeout_ms);
+  wait_enter();
+  int rc = empty;
+  while (true) {
+    if (aborting()) {
+      rc = PTL_ABORTED;
+      break;
+    }
+    std::uint64_t seen = s->lib->notifier().epoch();
+    rc = attempt();
+    if (rc != empty || deadline.expired()) break;
+    idle(*s, seen, deadline);
+  }
+  wait_exit();
+  return rc;
+}
+
+}  // namespace pier::capi

@@ -1,0 +1,322 @@
+// pier lib: the initiator side: argument checks (§5.12, §5.13), the request
+// on the wire, SEND at lib_finalize, then the ack or reply (R-E6..R-E8,
+// R-K*). SEND always comes first: an answer that overtakes the request's
+// finalize waits in the message state.
+#include <cstring>
+
+#include "base/log.hpp"
+#include "lib/atomic.hpp"
+#include "lib/lib.hpp"
+
+namespace pier::lib {
+
+Msg* Lib::new_msg() noexcept {
+  if (bounce_free_.empty()) return nullptr;
+  Msg* m = msgs_.acquire();
+  if (!m) return nullptr;
+  m->bounce = bounce_free_.back();
+  bounce_free_.pop_back();
+  return m;
+}
+
+void Lib::release_msg(Msg* m) noexcept {
+  Ni* ni = m->ni;
+  if (m->md) --m->md->pending;
+  if (m->get_md) --m->get_md->pending;
+  bounce_free_.push_back(m->bounce);
+  msgs_.release(m);
+  if (ni && --ni->inflight == 0 && ni->dying) {
+    ni->dying = false;
+    destroy_ni(*ni);
+  }
+}
+
+void Lib::lib_finalize(void* cookie, Status status) noexcept {
+  auto* m = static_cast<Msg*>(cookie);
+  if (!m->initiator) return finish_target(m, status);
+  if (m->phase == Phase::init_reply) {
+    m->answered = true;
+    if (status != Status::ok) m->answer_fail = PTL_NI_UNDELIVERABLE;
+    if (m->sent) deliver_answer(m);
+    return;
+  }
+  m->sent = true;
+  m->send_fail = status == Status::ok ? PTL_NI_OK : PTL_NI_UNDELIVERABLE;
+  finish_initiator(m);
+}
+
+int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
+  Ni& ni = nis_[ni_of(mv.md)];
+  if (ni.refs == 0) return PTL_ARG_INVALID;
+  Md* md = ni.mds->lookup(mv.md);
+  if (!md) return PTL_ARG_INVALID;
+  *ni_out = &ni;
+  const auto& l = ni.limits;
+  bool is_get = mv.op == wire::PortalsOp::get;
+  bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
+  if (mv.local_offset > md->buffer.length || mv.length > md->buffer.length - mv.local_offset)
+    return PTL_ARG_INVALID;
+  if (mv.length > l.max_msg_size) return PTL_ARG_INVALID;  // R-L1
+  if (fetch) {
+    Md* g = ni.mds->lookup(mv.get_md);  // same NI: the handle names it
+    if (!g) return PTL_ARG_INVALID;
+    if (mv.local_get_offset > g->buffer.length ||
+        mv.length > g->buffer.length - mv.local_get_offset)
+      return PTL_ARG_INVALID;
+  }
+  if (!is_get && !fetch) {
+    if (mv.ack_req > PTL_OC_ACK_REQ) return PTL_ARG_INVALID;
+    if (mv.ack_req == PTL_ACK_REQ && !md->eq) return PTL_ARG_INVALID;
+    if (mv.ack_req == PTL_CT_ACK_REQ && !md->ct) return PTL_ARG_INVALID;
+    if ((md->desc.options & PTL_MD_VOLATILE) && mv.length > l.max_volatile_size)
+      return PTL_ARG_INVALID;  // R-L3
+    if ((md->desc.options & PTL_MD_UNRELIABLE) && mv.ack_req == PTL_ACK_REQ) return PTL_ARG_INVALID;
+  }
+  if (wire::is_atomic(mv.op)) {
+    AtomicFn fn = mv.op == wire::PortalsOp::atomic         ? AtomicFn::atomic
+                  : mv.op == wire::PortalsOp::fetch_atomic ? AtomicFn::fetch_atomic
+                                                           : AtomicFn::swap;
+    if (!atomic_legal(fn, mv.atomic_op, mv.atomic_type)) return PTL_ARG_INVALID;  // R-A1
+    ptl_size_t limit = fn == AtomicFn::atomic ? l.max_atomic_size : l.max_fetch_atomic_size;
+    if (mv.length > limit) return PTL_ARG_INVALID;  // R-L2
+    std::size_t element = datatype_size(mv.atomic_type);
+    if (mv.atomic_op >= PTL_CSWAP && mv.length > element) return PTL_ARG_INVALID;
+  }
+  auto peer = rank_of(ni, mv.target);
+  if (!peer) return PTL_ARG_INVALID;
+  // An iovec range that crosses elements is staged through the bounce slot.
+  if (md->buffer.iovec && mv.length > bounce_slot / 2) {
+    std::size_t i = md->buffer.segment_at(mv.local_offset);
+    if (i < md->buffer.segments.size() &&
+        mv.length > md->buffer.segments[i].extent - (mv.local_offset - md->buffer.starts[i]))
+      return PTL_ARG_INVALID;
+  }
+  return PTL_OK;
+}
+
+int Lib::move(const Call& c, Reply&) noexcept {
+  Ni* ni = nullptr;
+  if (int rc = check_move(c.move, &ni); rc != PTL_OK) return rc;
+  if (!c.triggered) return start_move(c.move);
+  Ct* ct = ni->cts->lookup(c.trig_ct);
+  if (!ct) return PTL_ARG_INVALID;
+  Trig t;
+  t.kind = TrigKind::move;
+  t.move = c.move;
+  return add_trigger(ct, c.threshold, t);
+}
+
+namespace {
+/// Copies [offset, offset + n) of a buffer out, across iovec elements.
+void gather(const Buffer& b, std::size_t offset, std::size_t n, std::byte* out) {
+  for (std::size_t done = 0; done < n;) {
+    std::size_t i = b.segment_at(offset + done);
+    std::size_t in = offset + done - b.starts[i];
+    std::size_t k = std::min<std::size_t>(n - done, b.segments[i].extent - in);
+    std::memcpy(out + done, b.segments[i].base + in, k);
+    done += k;
+  }
+}
+}  // namespace
+
+int Lib::start_move(const Move& mv) noexcept {
+  Ni* ni = nullptr;
+  if (int rc = check_move(mv, &ni); rc != PTL_OK) return rc;
+  Md* md = ni->mds->lookup(mv.md);
+  Md* get_md = nullptr;
+  bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
+  if (fetch) get_md = ni->mds->lookup(mv.get_md);
+  core::Rank peer = *rank_of(*ni, mv.target);
+  Msg* m = new_msg();
+  if (!m) return PTL_NO_SPACE;
+  m->initiator = true;
+  m->phase = Phase::init_send;
+  m->op = mv.op;
+  m->ni = ni;
+  m->md = mv.op == wire::PortalsOp::get ? nullptr : md;
+  m->get_md = mv.op == wire::PortalsOp::get ? md : get_md;
+  m->user_ptr = mv.user_ptr;
+  m->ack_req = mv.ack_req;
+  m->length = mv.length;
+  m->local_get_offset = mv.op == wire::PortalsOp::get ? mv.local_offset : mv.local_get_offset;
+  m->want_answer = mv.op == wire::PortalsOp::get || fetch || mv.ack_req != PTL_NO_ACK_REQ;
+  if (m->md) ++m->md->pending;
+  if (m->get_md) ++m->get_md->pending;
+  ++ni->inflight;
+
+  wire::PortalsHeader h;
+  h.op = mv.op;
+  h.ack_request = fetch || mv.op == wire::PortalsOp::get
+                      ? wire::AckRequest::none
+                      : static_cast<wire::AckRequest>(mv.ack_req);
+  h.matching = ni->matching ? wire::Matching::matching : wire::Matching::non_matching;
+  h.addressing = ni->logical ? wire::Addressing::logical : wire::Addressing::physical;
+  ptl_process_t me = my_id(*ni);
+  h.initiator_nid = ni->logical ? me.rank : me.phys.nid;
+  h.initiator_pid = ni->logical ? 0 : me.phys.pid;
+  h.target_nid = ni->logical ? mv.target.rank : mv.target.phys.nid;
+  h.target_pid = ni->logical ? 0 : mv.target.phys.pid;
+  h.uid = uid_;
+  h.pt_index = mv.pt_index;
+  h.match_bits = mv.match_bits;
+  h.hdr_data = mv.hdr_data;
+  h.remote_offset = mv.remote_offset;
+  h.length = mv.length;
+  h.cookie = static_cast<std::uint64_t>(msgs_.handle_of(m));
+  const core::Region* region = nullptr;
+  std::size_t offset = 0, length = 0;
+  if (wire::is_atomic(mv.op)) {
+    h.atomic_op = static_cast<wire::AtomicOp>(mv.atomic_op + 1);
+    h.atomic_type = static_cast<wire::AtomicType>(mv.atomic_type + 1);
+    h.operand_length = mv.operand_length;
+    // The operand and the data travel as one payload from the bounce slot;
+    // copying now also makes the MD reusable at once.
+    std::memcpy(bounce(m), mv.operand, mv.operand_length);
+    gather(md->buffer, mv.local_offset, mv.length, bounce(m) + mv.operand_length);
+    region = &bounce_region_;
+    offset = bounce_offset(m);
+    length = mv.operand_length + mv.length;
+  } else if (mv.op == wire::PortalsOp::put && mv.length > 0) {
+    std::size_t i = md->buffer.segment_at(mv.local_offset);
+    std::size_t in = mv.local_offset - md->buffer.starts[i];
+    bool volatile_md = md->desc.options & PTL_MD_VOLATILE;
+    if (!volatile_md && mv.length <= md->buffer.segments[i].extent - in) {
+      region = &md->buffer.segments[i];
+      offset = in;
+    } else {
+      gather(md->buffer, mv.local_offset, mv.length, bounce(m));
+      region = &bounce_region_;
+      offset = bounce_offset(m);
+    }
+    length = mv.length;
+  }
+  Status s = send_header(peer, h, m, region, offset, length);
+  if (s == Status::no_resource) {
+    release_msg(m);
+    return PTL_NO_SPACE;
+  }
+  if (s != Status::ok) {
+    // The request never left: SEND (and the answer) fail as undeliverable.
+    PIER_LOG(debug, "lib", "cannot send a {} to rank {}: {}", wire::to_string(mv.op), peer,
+             to_string(s));
+    m->sent = true;
+    m->send_fail = PTL_NI_UNDELIVERABLE;
+    finish_initiator(m);
+  }
+  return PTL_OK;
+}
+
+void Lib::finish_initiator(Msg* m) noexcept {
+  bool ok = m->send_fail == PTL_NI_OK;
+  if (m->op != wire::PortalsOp::get) {
+    Md* md = m->md;
+    unsigned o = md->desc.options;
+    bool quiet = ok && (o & (PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE));
+    if (!quiet && md->eq) {
+      ptl_event_t ev{};
+      ev.type = PTL_EVENT_SEND;
+      ev.user_ptr = m->user_ptr;
+      ev.ni_fail_type = m->send_fail;
+      ev.mlength = ok ? m->length : 0;
+      post(md->eq, ev);
+    }
+    if (md->ct && (o & PTL_MD_EVENT_CT_SEND))
+      count(md->ct, ok, m->length, o & PTL_MD_EVENT_CT_BYTES);  // R-C2: rlength
+  }
+  if (!m->want_answer) return release_msg(m);
+  if (!ok && !m->answered) {
+    // No answer will come for a request that never left.
+    m->answered = true;
+    m->answer_fail = PTL_NI_UNDELIVERABLE;
+    m->answer_mlength = 0;
+  }
+  if (m->answered) deliver_answer(m);
+}
+
+void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept {
+  auto handle = static_cast<base::Pool<Msg>::Handle>(static_cast<std::uint32_t>(h.cookie));
+  Msg* m = h.cookie > 0xffffffffu ? nullptr : msgs_.lookup(handle);
+  if (!m || !m->initiator || !m->want_answer || m->answered || m->phase != Phase::init_send) {
+    PIER_LOG(warn, "lib", "answer from rank {} for no operation, dropped", a.source);
+    (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    return;
+  }
+  m->answer_fail = static_cast<ptl_ni_fail_t>(h.ni_fail);
+  m->answer_offset = h.remote_offset;
+  m->answer_list = h.hdr_data == PTL_OVERFLOW_LIST ? PTL_OVERFLOW_LIST : PTL_PRIORITY_LIST;
+  m->answer_mlength = m->answer_fail == PTL_NI_OK ? std::min<ptl_size_t>(h.mlength, m->length) : 0;
+  if (h.op == wire::PortalsOp::reply && m->answer_mlength > 0 && a.length > 0) {
+    Buffer& b = m->get_md->buffer;
+    std::size_t n = std::min<std::size_t>(m->answer_mlength, a.length);
+    m->answer_mlength = n;
+    std::size_t i = b.segment_at(m->local_get_offset);
+    std::size_t in = m->local_get_offset - b.starts[i];
+    m->phase = Phase::init_reply;
+    Status s;
+    if (n <= b.segments[i].extent - in) {
+      s = core_.recv(a.handle, m, &b.segments[i], in, n, a.length);
+    } else {
+      s = core_.recv(a.handle, m, &bounce_region_, bounce_offset(m), n, a.length);
+    }
+    if (s != Status::ok) {
+      m->phase = Phase::init_send;
+      m->answered = true;
+      m->answer_fail = PTL_NI_UNDELIVERABLE;
+      if (m->sent) deliver_answer(m);
+    }
+    return;
+  }
+  (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+  m->answered = true;
+  if (m->sent) deliver_answer(m);
+}
+
+void Lib::deliver_answer(Msg* m) noexcept {
+  bool ok = m->answer_fail == PTL_NI_OK;
+  if (m->phase == Phase::init_reply) {
+    // A reply staged for an iovec get MD: scatter it now.
+    Buffer& b = m->get_md->buffer;
+    std::size_t i = b.segment_at(m->local_get_offset);
+    std::size_t in = m->local_get_offset - b.starts[i];
+    if (ok && m->answer_mlength > b.segments[i].extent - in) {
+      for (std::size_t done = 0; done < m->answer_mlength;) {
+        std::size_t j = b.segment_at(m->local_get_offset + done);
+        std::size_t k = m->local_get_offset + done - b.starts[j];
+        std::size_t n = std::min<std::size_t>(m->answer_mlength - done, b.segments[j].extent - k);
+        (void)core_.write(b.segments[j], k, {bounce(m) + done, n});
+        done += n;
+      }
+    }
+  }
+  ptl_event_t ev{};
+  ev.user_ptr = m->user_ptr;
+  ev.ni_fail_type = m->answer_fail;
+  ev.mlength = m->answer_mlength;
+  ev.remote_offset = m->answer_offset;
+  ev.ptl_list = m->answer_list;
+  bool reply = m->op == wire::PortalsOp::get || m->op == wire::PortalsOp::fetch_atomic ||
+               m->op == wire::PortalsOp::swap;
+  if (reply) {
+    Md* g = m->get_md;
+    unsigned o = g->desc.options;
+    ev.type = PTL_EVENT_REPLY;
+    if (g->eq && !(ok && (o & PTL_MD_EVENT_SUCCESS_DISABLE))) post(g->eq, ev);
+    if (g->ct && (o & PTL_MD_EVENT_CT_REPLY))
+      count(g->ct, ok, m->answer_mlength, o & PTL_MD_EVENT_CT_BYTES);
+  } else {
+    Md* md = m->md;
+    unsigned o = md->desc.options;
+    if (m->ack_req == PTL_ACK_REQ && md->eq && !(ok && (o & PTL_MD_EVENT_SUCCESS_DISABLE))) {
+      ev.type = PTL_EVENT_ACK;
+      post(md->eq, ev);
+    }
+    if (md->ct && (o & PTL_MD_EVENT_CT_ACK)) {
+      // R-K3: an operation-completed ack counts operations, never bytes.
+      bool bytes = (o & PTL_MD_EVENT_CT_BYTES) && m->ack_req != PTL_OC_ACK_REQ;
+      count(md->ct, ok, m->answer_mlength, bytes);
+    }
+  }
+  release_msg(m);
+}
+
+}  // namespace pier::lib

@@ -1,0 +1,253 @@
+// pier::lib: the Portals 4 LIB of seed 000. It holds every Portals object of
+// one process, answers the API side's forwarded calls in dispatch(), and is
+// the core's Client for wire::Upper::portals: lib_parse matches arriving
+// requests and answers, lib_finalize completes them (events, counters,
+// acks, replies). Runs only with the core's critical section held.
+//
+// The forwarded call: op (Op) with a Call block in, a Reply block out. The
+// blocks are plain data; pointers in them (maps, poll arrays, operands) are
+// read only during the call, which both NALs built today (direct, progress
+// thread) run inside the caller's process.
+#pragma once
+
+#include <portals4.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "base/pool.hpp"
+#include "core/core.hpp"
+#include "lib/msg.hpp"
+#include "lib/objects.hpp"
+#include "nal/nal.hpp"
+#include "wire/portals.hpp"
+
+namespace pier::lib {
+
+enum class Op : std::uint32_t {
+  ni_init = 1,
+  ni_fini,
+  ni_status,
+  ni_handle,
+  set_map,
+  get_map,
+  pt_alloc,
+  pt_free,
+  pt_disable,
+  pt_enable,
+  pt_busy,
+  get_uid,
+  get_id,
+  get_phys_id,
+  md_bind,
+  md_release,
+  append,
+  unlink,
+  search,
+  ct_alloc,
+  ct_free,
+  ct_cancel,
+  ct_get,
+  ct_set,
+  ct_inc,
+  ct_poll,
+  eq_alloc,
+  eq_free,
+  eq_poll,
+  move,
+  trig_ct,
+  trig_append,
+  trig_unlink,
+  bundle_start,
+  bundle_end,
+};
+
+struct Call {
+  std::uint32_t handle = PTL_INVALID_HANDLE;  ///< the NI or object the op is on
+  std::uint32_t handle2 = PTL_INVALID_HANDLE;
+  unsigned options = 0;
+  ptl_interface_t iface = 0;
+  ptl_pid_t pid = 0;
+  bool has_limits = false;
+  ptl_ni_limits_t limits{};
+  ptl_pt_index_t pt_index = 0;
+  ptl_size_t size = 0;
+  const void* ptr = nullptr;   ///< map in, handle arrays
+  const void* ptr2 = nullptr;  ///< CT poll tests
+  void* out = nullptr;         ///< map out
+  ptl_md_t md{};
+  ptl_me_t me{};  ///< an LE is carried in the first five fields
+  bool is_me = false;
+  ptl_list_t list = 0;
+  ptl_search_op_t search_op = 0;
+  void* user_ptr = nullptr;
+  ptl_ct_event_t ct{0, 0};
+  Move move;
+  bool triggered = false;
+  ptl_handle_ct_t trig_ct = PTL_INVALID_HANDLE;
+  ptl_size_t threshold = 0;
+  ptl_me_t* trig_me = nullptr;  ///< PtlTriggeredMEAppend
+  ptl_handle_me_t* trig_me_out = nullptr;
+};
+
+struct Reply {
+  int rc = PTL_FAIL;
+  std::uint32_t handle = PTL_INVALID_HANDLE;
+  ptl_ni_limits_t limits{};
+  ptl_process_t id{};
+  ptl_uid_t uid = 0;
+  ptl_pt_index_t pt_index = 0;
+  ptl_sr_value_t sr = 0;
+  ptl_ct_event_t ct{0, 0};
+  ptl_event_t event{};
+  unsigned which = 0;
+  ptl_size_t size = 0;
+  bool busy = false;
+};
+
+/// Wakes API-side waiters when an event or counter changes (and on abort).
+class Notifier {
+ public:
+  std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  void bump() noexcept;
+  /// Sleeps until the epoch differs from `seen` or `max_ns` pass.
+  void wait(std::uint64_t seen, std::int64_t max_ns) noexcept;
+
+ private:
+  std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<int> sleepers_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+/// Bytes per message for atomics and small staged copies: an operand, the
+/// data and the fetched values, each up to the atomic size limit.
+inline constexpr std::size_t bounce_slot = 1088;
+
+class Lib final : public core::Client, public nal::Lib {
+ public:
+  /// Attaches to `core` as the portals client; sizes the message pool.
+  static Result<std::unique_ptr<Lib>> create(core::Core& core);
+  ~Lib() override;
+
+  Status dispatch(std::uint32_t op, std::span<const std::byte> args,
+                  std::span<std::byte> ret) noexcept override;
+  void lib_parse(const core::Arrival& arrival) noexcept override;
+  void lib_finalize(void* cookie, Status status) noexcept override;
+
+  Notifier& notifier() noexcept { return notifier_; }
+  /// Messages in flight (tests check that nothing leaks).
+  std::size_t messages_live() const noexcept { return msgs_.outstanding(); }
+
+  Reply call(Op op, const Call& c) noexcept;
+
+ private:
+  explicit Lib(core::Core& core);
+
+  // lib.cpp: NIs, maps, PTs, identity, bundles
+  int ni_init(const Call& c, Reply& r) noexcept;
+  int ni_fini(const Call& c, Reply& r) noexcept;
+  int ni_status(const Call& c, Reply& r) noexcept;
+  int ni_handle(const Call& c, Reply& r) noexcept;
+  int set_map(const Call& c, Reply& r) noexcept;
+  int get_map(const Call& c, Reply& r) noexcept;
+  int pt_alloc(const Call& c, Reply& r) noexcept;
+  int pt_free(const Call& c, Reply& r) noexcept;
+  int pt_disable(const Call& c, Reply& r) noexcept;
+  int pt_enable(const Call& c, Reply& r) noexcept;
+  int pt_busy(const Call& c, Reply& r) noexcept;
+  int get_id(const Call& c, Reply& r, bool physical) noexcept;
+  int bundle(const Call& c, Reply& r, bool start) noexcept;
+  void destroy_ni(Ni& ni) noexcept;
+  // objects.cpp: MD, EQ, CT
+  int md_bind(const Call& c, Reply& r) noexcept;
+  int md_release(const Call& c, Reply& r) noexcept;
+  int eq_alloc(const Call& c, Reply& r) noexcept;
+  int eq_free(const Call& c, Reply& r) noexcept;
+  int eq_poll(const Call& c, Reply& r) noexcept;
+  int ct_alloc(const Call& c, Reply& r) noexcept;
+  int ct_free(const Call& c, Reply& r) noexcept;
+  int ct_cancel(const Call& c, Reply& r) noexcept;
+  int ct_get(const Call& c, Reply& r) noexcept;
+  int ct_set(const Call& c, Reply& r) noexcept;
+  int ct_inc(const Call& c, Reply& r) noexcept;
+  int ct_poll(const Call& c, Reply& r) noexcept;
+  int make_buffer(Ni& ni, void* start, ptl_size_t length, bool iovec, Buffer& out) noexcept;
+  void drop_buffer(Buffer& b) noexcept;
+  // events.cpp
+  void post(Eq* eq, const ptl_event_t& ev) noexcept;
+  void count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept;
+  void ct_changed(Ct* ct) noexcept;
+  // list.cpp: appends, unlink, search, unexpected headers
+  int append(const Call& c, Reply& r) noexcept;
+  int unlink(const Call& c, Reply& r) noexcept;
+  int search(const Call& c, Reply& r) noexcept;
+  int append_entry(Ni& ni, ptl_pt_index_t pt, const ptl_me_t& me, bool is_me, ptl_list_t list,
+                   void* user_ptr, std::uint32_t* handle) noexcept;
+  int check_entry(Ni& ni, ptl_pt_index_t pt, const ptl_me_t& me, bool is_me) noexcept;
+  void free_entry(Entry* e) noexcept;
+  void entry_auto_unlink(Entry* e, bool post_event) noexcept;
+  void maybe_auto_free(Entry* e) noexcept;
+  void consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, void* user_ptr,
+                          bool as_search) noexcept;
+  // target.cpp: arriving requests
+  void parse_request(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
+  void finish_target(Msg* m, Status status) noexcept;
+  void answer(Msg* m, wire::NiFail fail) noexcept;
+  void refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
+              wire::NiFail fail) noexcept;
+  bool matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator, ptl_size_t rlength,
+               ptl_size_t remote_offset) const noexcept;
+  void complete_target(Msg* m, ptl_ni_fail_t fail) noexcept;
+  void deliver_answer(Msg* m) noexcept;
+  Status send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
+                     const core::Region* region, std::size_t offset, std::size_t length) noexcept;
+  std::byte* bounce(const Msg* m) noexcept { return bounce_.data() + m->bounce * bounce_slot; }
+  std::size_t bounce_offset(const Msg* m) const noexcept { return m->bounce * bounce_slot; }
+  void disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept;
+  // initiator.cpp
+  int move(const Call& c, Reply& r) noexcept;
+  int check_move(const Move& mv, Ni** ni_out) noexcept;
+  int start_move(const Move& mv) noexcept;
+  void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
+  void finish_initiator(Msg* m) noexcept;
+  void release_msg(Msg* m) noexcept;
+  Msg* new_msg() noexcept;
+  Result<core::Rank> rank_of(Ni& ni, ptl_process_t target) const noexcept;
+  ptl_process_t my_id(const Ni& ni) const noexcept;
+  ptl_rank_t my_rank_ = 0;  ///< index of this process in map_
+  ptl_process_t initiator_of(const Ni& ni, const wire::PortalsHeader& h) const noexcept;
+  // triggered.cpp
+  int trig_ct(const Call& c, Reply& r) noexcept;
+  int trig_append(const Call& c, Reply& r) noexcept;
+  int trig_unlink(const Call& c, Reply& r) noexcept;
+  int add_trigger(Ct* ct, ptl_size_t threshold, const Trig& t) noexcept;
+  void fire(Trig* t) noexcept;
+  void drop_triggers(Ct* ct) noexcept;
+
+  Ni* find_ni(std::uint32_t handle) noexcept;
+  Ni* owner_ni(std::uint32_t handle) noexcept;
+
+  core::Core& core_;
+  Notifier notifier_;
+  std::array<Ni, 4> nis_{};
+  std::array<std::uint32_t, 4> ni_gen_{1, 1, 1, 1};
+  std::vector<ptl_process_t> map_;  ///< logical rank -> physical id
+  bool map_set_ = false;
+  std::vector<ptl_nid_t> nid_of_rank_;
+  base::Pool<Msg> msgs_;
+  base::Pool<Trig> trigs_;
+  std::vector<std::byte> bounce_;  ///< one slot per message (atomics)
+  core::Region bounce_region_{};
+  std::vector<std::uint32_t> bounce_free_;
+  std::uint32_t pid_ = 0;
+  std::uint32_t uid_ = 0;  ///< effective uid, sent in every request
+  ptl_nid_t nid_ = 0;
+  bool in_fire_ = false;
+  std::vector<Trig*> fire_queue_;
+};
+
+}  // namespace pier::lib

@@ -1,0 +1,245 @@
+// pier lib: list entries (append, unlink, search), the match rule, and the
+// unexpected headers that priority appends and searches consume (R-U*).
+#include "base/log.hpp"
+#include "lib/lib.hpp"
+
+namespace pier::lib {
+
+namespace {
+ptl_event_kind_t overflow_kind(ptl_event_kind_t k) {
+  return static_cast<ptl_event_kind_t>(k + 1);  // PUT -> PUT_OVERFLOW, ...
+}
+}  // namespace
+
+bool Lib::matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator,
+                  ptl_size_t rlength, ptl_size_t remote_offset) const noexcept {
+  if (!e.is_me) return true;  // R-M4: an LE takes every message
+  if (((bits ^ e.match_bits) & ~e.ignore_bits) != 0) return false;
+  if (e.ni->logical) {
+    if (e.match_id.rank != PTL_RANK_ANY && e.match_id.rank != initiator.rank) return false;
+  } else {
+    if (e.match_id.phys.nid != PTL_NID_ANY && e.match_id.phys.nid != initiator.phys.nid)
+      return false;
+    if (e.match_id.phys.pid != PTL_PID_ANY && e.match_id.phys.pid != initiator.phys.pid)
+      return false;
+  }
+  if (e.options & PTL_ME_NO_TRUNCATE) {
+    ptl_size_t offset = (e.options & PTL_ME_MANAGE_LOCAL) ? e.local_offset : remote_offset;
+    if (offset > e.buffer.length || rlength > e.buffer.length - offset) return false;
+  }
+  return true;
+}
+
+int Lib::check_entry(Ni& ni, ptl_pt_index_t pt, const ptl_me_t& me, bool is_me) noexcept {
+  if (pt >= ni.pts.size() || !ni.pts[pt].allocated) return PTL_ARG_INVALID;
+  if (is_me != ni.matching) return PTL_ARG_INVALID;
+  if ((me.options & PTL_IOVEC) && me.length > static_cast<ptl_size_t>(ni.limits.max_iovecs))
+    return PTL_ARG_INVALID;
+  unsigned mask = is_me ? PTL_ME_APPEND_OPTIONS_MASK : PTL_LE_APPEND_OPTIONS_MASK;
+  if ((me.options & ~mask) != 0) return PTL_ARG_INVALID;
+  if (me.ct_handle != PTL_CT_NONE && !ni.cts->lookup(me.ct_handle)) return PTL_ARG_INVALID;
+  return PTL_OK;
+}
+
+int Lib::append(const Call& c, Reply& r) noexcept {
+  Ni* ni = find_ni(c.handle);
+  if (!ni) return PTL_ARG_INVALID;
+  if (int rc = check_entry(*ni, c.pt_index, c.me, c.is_me); rc != PTL_OK) return rc;
+  if (c.list > PTL_OVERFLOW_LIST) return PTL_ARG_INVALID;
+  return append_entry(*ni, c.pt_index, c.me, c.is_me, c.list, c.user_ptr, &r.handle);
+}
+
+int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_me, ptl_list_t list,
+                      void* user_ptr, std::uint32_t* handle) noexcept {
+  Pt& pt = ni.pts[index];
+  auto& target_list = list == PTL_PRIORITY_LIST ? pt.priority : pt.overflow;
+  if (target_list.size >= static_cast<std::size_t>(ni.limits.max_list_size))
+    return PTL_LIST_TOO_LONG;
+  Entry* e = ni.entries->acquire();
+  if (!e) return PTL_NO_SPACE;
+  if (int rc = make_buffer(ni, me.start, me.length, me.options & PTL_IOVEC, e->buffer);
+      rc != PTL_OK) {
+    ni.entries->release(e);
+    return rc;
+  }
+  e->ni = &ni;
+  e->pt = &pt;
+  e->is_me = is_me;
+  e->list = list;
+  e->options = me.options;
+  e->ct = me.ct_handle == PTL_CT_NONE ? nullptr : ni.cts->lookup(me.ct_handle);
+  e->uid = me.uid;
+  if (is_me) {
+    e->match_id = me.match_id;
+    e->match_bits = me.match_bits;
+    e->ignore_bits = me.ignore_bits;
+    e->min_free = (me.options & PTL_ME_MANAGE_LOCAL) ? me.min_free : 0;
+  }
+  e->user_ptr = user_ptr;
+  *handle = e->handle;
+
+  if (list == PTL_PRIORITY_LIST) {
+    // R-U2: the unexpected list first, in arrival order.
+    bool once = e->options & PTL_ME_USE_ONCE;
+    bool inc_rlength =
+        (e->options & PTL_ME_LOCAL_INC_UH_RLENGTH) && (e->options & PTL_ME_MANAGE_LOCAL) && !once;
+    for (Unexpected* u = pt.unexpected.head; u;) {
+      Unexpected* next = u->next;
+      if (matches(*e, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
+        consume_unexpected(ni, pt, u, e, user_ptr, false);
+        if (once) {
+          entry_auto_unlink(e, true);
+          return PTL_OK;
+        }
+        if (inc_rlength) {
+          e->local_offset += u->rlength;  // R-U6
+          if (e->min_free != 0 && (e->local_offset > e->buffer.length ||
+                                   e->buffer.length - e->local_offset < e->min_free)) {
+            entry_auto_unlink(e, true);
+            return PTL_OK;
+          }
+        }
+      }
+      u = next;
+    }
+  }
+  target_list.push_back(e);
+  e->linked = true;
+  if (!(e->options & PTL_ME_EVENT_LINK_DISABLE) && pt.eq) {
+    ptl_event_t ev{};
+    ev.type = PTL_EVENT_LINK;
+    ev.user_ptr = user_ptr;
+    ev.pt_index = index;
+    ev.ni_fail_type = PTL_NI_OK;
+    post(pt.eq, ev);
+  }
+  return PTL_OK;
+}
+
+void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, void* user_ptr,
+                             bool as_search) noexcept {
+  ptl_event_t ev{};
+  ev.type = as_search ? PTL_EVENT_SEARCH : overflow_kind(u->kind);
+  ev.start = u->entry ? u->entry->buffer.address(u->offset_used) : nullptr;
+  ev.user_ptr = user_ptr;
+  ev.hdr_data = u->hdr_data;
+  ev.match_bits = u->match_bits;
+  ev.rlength = u->rlength;
+  ev.mlength = u->mlength;
+  ev.remote_offset = u->remote_offset;
+  ev.initiator = u->initiator;
+  ev.uid = u->uid;
+  ev.pt_index = static_cast<ptl_pt_index_t>(&pt - ni.pts.data());
+  ev.ptl_list = PTL_OVERFLOW_LIST;
+  ev.ni_fail_type = PTL_NI_OK;
+  ev.atomic_operation = u->atomic_op;
+  ev.atomic_type = u->atomic_type;
+  unsigned disable = as_search ? PTL_ME_EVENT_COMM_DISABLE : PTL_ME_EVENT_OVER_DISABLE;
+  if (!(by->options & disable)) post(pt.eq, ev);
+  if (by->ct && (by->options & PTL_ME_EVENT_CT_OVERFLOW))
+    count(by->ct, true, u->mlength, by->options & PTL_ME_EVENT_CT_BYTES);
+  if (as_search) return;
+  pt.unexpected.remove(u);
+  Entry* holder = u->entry;
+  *u = Unexpected{};
+  ni.unexpected_free.push_back(u);
+  if (holder && holder->uh_refs > 0) {
+    --holder->uh_refs;
+    maybe_auto_free(holder);
+  }
+}
+
+void Lib::entry_auto_unlink(Entry* e, bool post_event) noexcept {
+  Pt& pt = *e->pt;
+  if (e->linked) (e->list == PTL_PRIORITY_LIST ? pt.priority : pt.overflow).remove(e);
+  e->linked = false;
+  e->auto_unlinked = true;
+  if (post_event && !(e->options & PTL_ME_EVENT_UNLINK_DISABLE) && pt.eq) {
+    ptl_event_t ev{};
+    ev.type = PTL_EVENT_AUTO_UNLINK;
+    ev.user_ptr = e->user_ptr;
+    ev.pt_index = static_cast<ptl_pt_index_t>(e->pt - e->ni->pts.data());
+    ev.ni_fail_type = PTL_NI_OK;
+    post(pt.eq, ev);
+  }
+  maybe_auto_free(e);
+}
+
+void Lib::maybe_auto_free(Entry* e) noexcept {
+  if (!e->auto_unlinked || e->uh_refs > 0 || e->pending > 0) return;
+  // R-U7: an overflow entry says when its buffer holds nothing unconsumed.
+  if (e->list == PTL_OVERFLOW_LIST && !(e->options & PTL_ME_EVENT_UNLINK_DISABLE) && e->pt->eq) {
+    ptl_event_t ev{};
+    ev.type = PTL_EVENT_AUTO_FREE;
+    ev.user_ptr = e->user_ptr;
+    ev.pt_index = static_cast<ptl_pt_index_t>(e->pt - e->ni->pts.data());
+    ev.ni_fail_type = PTL_NI_OK;
+    post(e->pt->eq, ev);
+  }
+  free_entry(e);
+}
+
+void Lib::free_entry(Entry* e) noexcept {
+  Ni& ni = *e->ni;
+  drop_buffer(e->buffer);
+  ni.entries->release(e);
+}
+
+int Lib::unlink(const Call& c, Reply&) noexcept {
+  Ni& ni = nis_[ni_of(c.handle)];
+  if (ni.refs == 0) return PTL_ARG_INVALID;
+  Entry* e = ni.entries->lookup(c.handle);
+  if (!e || e->auto_unlinked) return PTL_ARG_INVALID;
+  if (e->pending > 0 || e->uh_refs > 0) return PTL_IN_USE;
+  if (e->linked) (e->list == PTL_PRIORITY_LIST ? e->pt->priority : e->pt->overflow).remove(e);
+  free_entry(e);
+  return PTL_OK;
+}
+
+int Lib::search(const Call& c, Reply&) noexcept {
+  Ni* ni = find_ni(c.handle);
+  if (!ni) return PTL_ARG_INVALID;
+  if (int rc = check_entry(*ni, c.pt_index, c.me, c.is_me); rc != PTL_OK) return rc;
+  if (c.search_op > PTL_SEARCH_DELETE) return PTL_ARG_INVALID;
+  Pt& pt = ni->pts[c.pt_index];
+  // A probe entry that is never linked: only its matching fields matter.
+  Entry probe;
+  probe.ni = ni;
+  probe.pt = &pt;
+  probe.is_me = c.is_me;
+  probe.options = c.me.options;
+  probe.ct = c.me.ct_handle == PTL_CT_NONE ? nullptr : ni->cts->lookup(c.me.ct_handle);
+  probe.match_id = c.me.match_id;
+  probe.match_bits = c.me.match_bits;
+  probe.ignore_bits = c.me.ignore_bits;
+  probe.buffer.length = (c.me.options & PTL_IOVEC) ? ~ptl_size_t{0} : c.me.length;
+  bool once = c.me.options & PTL_ME_USE_ONCE;
+  bool only = c.search_op == PTL_SEARCH_ONLY;
+  std::size_t found = 0;
+  for (Unexpected* u = pt.unexpected.head; u;) {
+    Unexpected* next = u->next;
+    if (matches(probe, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
+      ++found;
+      consume_unexpected(*ni, pt, u, &probe, c.user_ptr, only);
+      if (once) break;
+    }
+    u = next;
+  }
+  if (found == 0 && !(probe.options & PTL_ME_EVENT_COMM_DISABLE) && pt.eq) {
+    ptl_event_t ev{};
+    ev.type = PTL_EVENT_SEARCH;
+    ev.user_ptr = c.user_ptr;
+    ev.pt_index = c.pt_index;
+    ev.ni_fail_type = PTL_NI_NO_MATCH;
+    post(pt.eq, ev);
+  }
+  // R-C9: a failure marks the end of a persistent search, and of a use-once
+  // search that found nothing.
+  if (probe.ct && (probe.options & PTL_ME_EVENT_CT_OVERFLOW) && (!once || found == 0)) {
+    ++probe.ct->value.failure;
+    ct_changed(probe.ct);
+  }
+  return PTL_OK;
+}
+
+}  // namespace pier::lib

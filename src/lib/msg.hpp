@@ -1,0 +1,95 @@
+// pier::lib: message states (one per operation in flight, from a pool sized
+// at init) and triggered operations (parked on their trigger CT).
+#pragma once
+
+#include <portals4.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/core.hpp"
+#include "lib/objects.hpp"
+#include "wire/portals.hpp"
+
+namespace pier::lib {
+
+/// One data-movement request: put, get, atomic, fetch_atomic or swap.
+struct Move {
+  wire::PortalsOp op = wire::PortalsOp::put;
+  ptl_handle_md_t md = PTL_INVALID_HANDLE;      ///< put MD (get MD for get)
+  ptl_handle_md_t get_md = PTL_INVALID_HANDLE;  ///< fetch_atomic, swap
+  ptl_size_t local_offset = 0, local_get_offset = 0, length = 0;
+  ptl_ack_req_t ack_req = PTL_NO_ACK_REQ;
+  ptl_process_t target{};
+  ptl_pt_index_t pt_index = 0;
+  ptl_match_bits_t match_bits = 0;
+  ptl_size_t remote_offset = 0;
+  void* user_ptr = nullptr;
+  ptl_hdr_data_t hdr_data = 0;
+  ptl_op_t atomic_op = 0;
+  ptl_datatype_t atomic_type = 0;
+  std::uint32_t operand_length = 0;
+  std::byte operand[wire::max_operand_length] = {};
+};
+
+/// What a message is waiting for; lib_finalize dispatches on it.
+enum class Phase : std::uint8_t {
+  init_send,    ///< initiator: request leaving
+  init_reply,   ///< initiator: reply data landing
+  target_recv,  ///< target: request data landing
+  target_send,  ///< target: reply data leaving (get, fetch_atomic, swap)
+};
+
+struct Msg {
+  Phase phase = Phase::init_send;
+  bool initiator = true;
+  wire::PortalsOp op = wire::PortalsOp::put;
+  Ni* ni = nullptr;
+  std::uint32_t bounce = 0;  ///< slot index in the bounce slab
+  // initiator
+  Md* md = nullptr;      ///< put MD, or the get MD of a get
+  Md* get_md = nullptr;  ///< fetch_atomic, swap
+  void* user_ptr = nullptr;
+  ptl_ack_req_t ack_req = PTL_NO_ACK_REQ;
+  ptl_size_t length = 0;
+  ptl_size_t local_get_offset = 0;
+  bool sent = false;      ///< lib_finalize of the request ran
+  bool answered = false;  ///< the answer (ack or reply) completed
+  bool want_answer = false;
+  ptl_ni_fail_t send_fail = PTL_NI_OK;
+  ptl_ni_fail_t answer_fail = PTL_NI_OK;
+  ptl_size_t answer_mlength = 0, answer_offset = 0;
+  ptl_list_t answer_list = PTL_PRIORITY_LIST;
+  // target
+  Pt* pt = nullptr;
+  Entry* entry = nullptr;
+  Unexpected* uh = nullptr;
+  bool unlink_after = false;
+  core::Rank source = 0;
+  std::uint64_t cookie = 0;  ///< the initiator's, echoed in the answer
+  ptl_event_t ev{};          ///< the target event, filled at parse time
+  ptl_size_t offset_used = 0;
+  std::uint32_t operand_length = 0;
+  ptl_ack_req_t target_ack = PTL_NO_ACK_REQ;
+};
+
+enum class TrigKind : std::uint8_t { move, ct_inc, ct_set, me_append, me_unlink };
+
+struct Trig {
+  Trig* prev = nullptr;
+  Trig* next = nullptr;
+  TrigKind kind = TrigKind::move;
+  ptl_size_t threshold = 0;
+  Ct* on = nullptr;
+  Move move;
+  std::uint32_t ct = 0;  ///< ct_inc / ct_set target, me_unlink handle
+  ptl_ct_event_t value{0, 0};
+  std::uint32_t ni = 0;  ///< me_append
+  ptl_pt_index_t pt_index = 0;
+  ptl_me_t* me = nullptr;
+  ptl_list_t list = 0;
+  void* user_ptr = nullptr;
+  ptl_handle_me_t* me_out = nullptr;
+};
+
+}  // namespace pier::lib

@@ -1,0 +1,440 @@
+// pier lib: the target side. lib_parse matches an arriving request against
+// the portal table entry (R-F*, R-M*, R-O*), reserves what its completion
+// needs, and answers the core with one recv(); complete_target posts the
+// events, counts, keeps the unexpected header and sends the ack or reply.
+#include <cstring>
+
+#include "base/log.hpp"
+#include "lib/atomic.hpp"
+#include "lib/lib.hpp"
+
+namespace pier::lib {
+
+namespace {
+bool wants_answer(const wire::PortalsHeader& h) {
+  switch (h.op) {
+    case wire::PortalsOp::get:
+    case wire::PortalsOp::fetch_atomic:
+    case wire::PortalsOp::swap:
+      return true;
+    default:
+      return h.ack_request != wire::AckRequest::none;
+  }
+}
+
+wire::PortalsOp answer_op(wire::PortalsOp request, ptl_ack_req_t ack) {
+  switch (request) {
+    case wire::PortalsOp::get:
+    case wire::PortalsOp::fetch_atomic:
+    case wire::PortalsOp::swap:
+      return wire::PortalsOp::reply;
+    default:
+      break;
+  }
+  switch (ack) {
+    case PTL_CT_ACK_REQ:
+      return wire::PortalsOp::ct_ack;
+    case PTL_OC_ACK_REQ:
+      return wire::PortalsOp::oc_ack;
+    default:
+      return wire::PortalsOp::ack;
+  }
+}
+
+ptl_event_kind_t comm_kind(wire::PortalsOp op) {
+  switch (op) {
+    case wire::PortalsOp::get:
+      return PTL_EVENT_GET;
+    case wire::PortalsOp::atomic:
+      return PTL_EVENT_ATOMIC;
+    case wire::PortalsOp::fetch_atomic:
+    case wire::PortalsOp::swap:
+      return PTL_EVENT_FETCH_ATOMIC;
+    default:
+      return PTL_EVENT_PUT;
+  }
+}
+
+/// The entry segment holding [offset, offset + length), or nullptr when the
+/// range crosses iovec elements.
+const core::Region* contiguous(const Buffer& b, std::size_t offset, std::size_t length,
+                               std::size_t* local) {
+  if (b.segments.empty()) return nullptr;
+  if (length == 0) {
+    *local = 0;
+    return &b.segments.front();
+  }
+  std::size_t i = b.segment_at(offset);
+  if (i >= b.segments.size()) return nullptr;
+  std::size_t in = offset - b.starts[i];
+  if (length > b.segments[i].extent - in) return nullptr;
+  *local = in;
+  return &b.segments[i];
+}
+}  // namespace
+
+void Lib::lib_parse(const core::Arrival& a) noexcept {
+  auto h = wire::PortalsHeader::decode(a.header);
+  if (!h) {
+    PIER_LOG(warn, "lib", "malformed portals header from rank {}: {}", a.source,
+             to_string(h.status()));
+    (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    return;
+  }
+  if (wire::is_answer(h->op)) return parse_answer(a, *h);
+  parse_request(a, *h);
+}
+
+Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
+                        const core::Region* region, std::size_t offset,
+                        std::size_t length) noexcept {
+  std::array<std::byte, wire::PortalsHeader::size> bytes{};
+  if (auto n = wire::encode(h, bytes); !n) return n.status();
+  core::SendArgs s;
+  s.cookie = cookie;
+  s.peer = peer;
+  s.upper = wire::Upper::portals;
+  s.header = bytes;
+  s.region = region;
+  s.offset = offset;
+  s.length = length;
+  return core_.send(s);
+}
+
+void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
+                 wire::NiFail fail) noexcept {
+  (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+  if (!wants_answer(h)) return;
+  wire::PortalsHeader r;
+  r.op = answer_op(h.op, static_cast<ptl_ack_req_t>(h.ack_request));
+  r.matching = h.matching;
+  r.addressing = h.addressing;
+  r.ni_fail = fail;
+  r.pt_index = h.pt_index;
+  r.cookie = h.cookie;
+  r.remote_offset = h.remote_offset;
+  r.length = h.length;
+  r.initiator_nid = h.target_nid;
+  r.initiator_pid = h.target_pid;
+  if (Status s = send_header(a.source, r, nullptr, nullptr, 0, 0); s != Status::ok)
+    PIER_LOG(warn, "lib", "cannot answer rank {}: {}", a.source, to_string(s));
+  (void)ni;
+}
+
+void Lib::disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept {
+  Pt& pt = ni.pts[index];
+  if (!pt.enabled) return;
+  pt.enabled = false;
+  // R-F3: one PT_DISABLED per disable. Messages already matched keep going;
+  // their events were reserved when they matched, so posting now is safe.
+  if (cause && (cause->options & PTL_ME_EVENT_FLOWCTRL_DISABLE)) return;
+  ptl_event_t ev{};
+  ev.type = PTL_EVENT_PT_DISABLED;
+  ev.pt_index = index;
+  ev.ni_fail_type = PTL_NI_PT_DISABLED;
+  post(pt.eq, ev);
+}
+
+void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) noexcept {
+  std::uint32_t index = (h.matching == wire::Matching::non_matching ? 1u : 0u) |
+                        (h.addressing == wire::Addressing::physical ? 2u : 0u);
+  Ni& ni = nis_[index];
+  if (ni.refs == 0) return refuse(a, h, nullptr, wire::NiFail::dropped);
+  if (h.pt_index >= ni.pts.size() || !ni.pts[h.pt_index].allocated) {
+    ++ni.status[PTL_SR_DROP_COUNT];  // R-F1
+    return refuse(a, h, &ni, wire::NiFail::dropped);
+  }
+  Pt& pt = ni.pts[h.pt_index];
+  if (!pt.enabled) {
+    ++ni.status[PTL_SR_DROP_COUNT];  // R-F2
+    return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+  }
+  ptl_process_t initiator = initiator_of(ni, h);
+  bool flow = pt.options & PTL_PT_FLOWCTRL;
+  Entry* e = nullptr;
+  for (auto* list : {&pt.priority, &pt.overflow}) {
+    for (Entry* x = list->head; x && !e; x = x->next)
+      if (matches(*x, h.match_bits, initiator, h.length, h.remote_offset)) e = x;
+    if (e) break;
+  }
+  if (!e) {
+    ++ni.status[PTL_SR_DROP_COUNT];  // R-M7
+    if (flow) {
+      disable_for_flow(ni, h.pt_index, nullptr);
+      return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+    }
+    return refuse(a, h, &ni, wire::NiFail::dropped);
+  }
+  if (e->uid != PTL_UID_ANY && e->uid != h.uid) {
+    ++ni.status[PTL_SR_PERMISSION_VIOLATIONS];  // R-M6
+    return refuse(a, h, &ni, wire::NiFail::perm_violation);
+  }
+  unsigned need = 0;
+  switch (h.op) {
+    case wire::PortalsOp::put:
+    case wire::PortalsOp::atomic:
+      need = PTL_ME_OP_PUT;
+      break;
+    case wire::PortalsOp::get:
+      need = PTL_ME_OP_GET;
+      break;
+    default:
+      need = PTL_ME_OP_PUT | PTL_ME_OP_GET;
+      break;
+  }
+  if ((e->options & need) != need) {
+    ++ni.status[PTL_SR_OPERATION_VIOLATIONS];
+    return refuse(a, h, &ni, wire::NiFail::op_violation);
+  }
+  bool atomic = wire::is_atomic(h.op);
+  if (atomic) {
+    auto op = static_cast<ptl_op_t>(static_cast<unsigned>(h.atomic_op) - 1);
+    auto type = static_cast<ptl_datatype_t>(static_cast<unsigned>(h.atomic_type) - 1);
+    AtomicFn fn = h.op == wire::PortalsOp::atomic         ? AtomicFn::atomic
+                  : h.op == wire::PortalsOp::fetch_atomic ? AtomicFn::fetch_atomic
+                                                          : AtomicFn::swap;
+    if (h.atomic_op == wire::AtomicOp::none || !atomic_legal(fn, op, type) ||
+        h.operand_length > wire::max_operand_length)
+      return refuse(a, h, &ni, wire::NiFail::op_violation);
+  }
+  Unexpected* uh = nullptr;
+  if (e->list == PTL_OVERFLOW_LIST && !(e->options & PTL_ME_UNEXPECTED_HDR_DISABLE)) {
+    uh = ni.unexpected_free.head;
+    if (!uh) {
+      ++ni.status[PTL_SR_DROP_COUNT];
+      if (flow) {
+        disable_for_flow(ni, h.pt_index, e);
+        return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+      }
+      return refuse(a, h, &ni, wire::NiFail::dropped);
+    }
+  }
+  Msg* m = new_msg();
+  if (!m) {
+    PIER_LOG(warn, "lib", "no message state left for a request from rank {}", a.source);
+    ++ni.status[PTL_SR_DROP_COUNT];
+    return refuse(a, h, &ni, wire::NiFail::dropped);
+  }
+  if (uh) ni.unexpected_free.remove(uh);
+
+  ptl_size_t offset = (e->options & PTL_ME_MANAGE_LOCAL) ? e->local_offset : h.remote_offset;
+  ptl_size_t room = offset > e->buffer.length ? 0 : e->buffer.length - offset;
+  ptl_size_t mlength = std::min<ptl_size_t>(h.length, room);  // R-O2
+  if (atomic) {
+    ptl_size_t limit = h.op == wire::PortalsOp::atomic ? ni.limits.max_atomic_size
+                                                       : ni.limits.max_fetch_atomic_size;
+    mlength = std::min(mlength, limit);  // R-L5
+  } else {
+    mlength = std::min(mlength, ni.limits.max_msg_size);
+  }
+  std::size_t local = 0;
+  const core::Region* seg = contiguous(e->buffer, offset, mlength, &local);
+  bool staged = seg == nullptr;
+  if (staged && mlength > bounce_slot / 2) {
+    // An iovec range too long to stage: deliver what the first element holds.
+    std::size_t i = e->buffer.segment_at(offset);
+    seg = &e->buffer.segments[i];
+    local = offset - e->buffer.starts[i];
+    mlength = seg->extent - local;
+    staged = false;
+  }
+  if (e->options & PTL_ME_MANAGE_LOCAL) {
+    e->local_offset += mlength;  // R-O3
+    if (e->min_free != 0 &&
+        e->buffer.length - std::min(e->local_offset, e->buffer.length) < e->min_free)
+      m->unlink_after = true;  // R-O4
+  }
+  if (e->options & PTL_ME_USE_ONCE) m->unlink_after = true;
+  if (m->unlink_after) {
+    (e->list == PTL_PRIORITY_LIST ? pt.priority : pt.overflow).remove(e);
+    e->linked = false;
+  }
+
+  m->initiator = false;
+  m->op = h.op;
+  m->ni = &ni;
+  m->pt = &pt;
+  m->entry = e;
+  m->uh = uh;
+  m->source = a.source;
+  m->cookie = h.cookie;
+  m->target_ack = static_cast<ptl_ack_req_t>(h.ack_request);
+  m->offset_used = offset;
+  m->operand_length = h.operand_length;
+  m->length = mlength;
+  ++e->pending;
+  ++pt.inflight;
+  ++ni.inflight;
+  ptl_event_t& ev = m->ev;
+  ev.type = comm_kind(h.op);
+  ev.start = e->buffer.address(offset);
+  ev.user_ptr = e->user_ptr;
+  ev.hdr_data = h.hdr_data;
+  ev.match_bits = h.match_bits;
+  ev.rlength = h.length;
+  ev.mlength = mlength;
+  ev.remote_offset = h.remote_offset;
+  ev.initiator = initiator;
+  ev.uid = h.uid;
+  ev.pt_index = h.pt_index;
+  ev.ptl_list = e->list;
+  ev.ni_fail_type = PTL_NI_OK;
+  if (atomic) {
+    ev.atomic_operation = static_cast<ptl_op_t>(static_cast<unsigned>(h.atomic_op) - 1);
+    ev.atomic_type = static_cast<ptl_datatype_t>(static_cast<unsigned>(h.atomic_type) - 1);
+  }
+
+  Status s = Status::ok;
+  if (h.op == wire::PortalsOp::put) {
+    m->phase = Phase::target_recv;
+    if (staged)
+      s = core_.recv(a.handle, m, &bounce_region_, bounce_offset(m), mlength, a.length);
+    else
+      s = core_.recv(a.handle, m, seg, local, mlength, a.length);
+  } else if (h.op == wire::PortalsOp::get) {
+    (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    wire::PortalsHeader r;
+    r.op = wire::PortalsOp::reply;
+    r.matching = h.matching;
+    r.addressing = h.addressing;
+    r.pt_index = h.pt_index;
+    r.cookie = h.cookie;
+    r.length = h.length;
+    r.mlength = mlength;
+    r.remote_offset = offset;
+    r.hdr_data = e->list;
+    m->phase = Phase::target_send;
+    if (staged) {
+      // Gather the iovec range (at most half a slot, checked above).
+      for (std::size_t done = 0; done < mlength;) {
+        std::size_t i = e->buffer.segment_at(offset + done);
+        std::size_t in = offset + done - e->buffer.starts[i];
+        std::size_t n = std::min<std::size_t>(mlength - done, e->buffer.segments[i].extent - in);
+        std::memcpy(bounce(m) + done, e->buffer.segments[i].base + in, n);
+        done += n;
+      }
+      s = send_header(a.source, r, m, &bounce_region_, bounce_offset(m), mlength);
+    } else {
+      s = send_header(a.source, r, m, seg, local, mlength);
+    }
+  } else {
+    // Atomics land in the bounce slot and are applied when complete.
+    m->phase = Phase::target_recv;
+    std::size_t n = std::min<std::size_t>(a.length, h.operand_length + mlength);
+    s = core_.recv(a.handle, m, &bounce_region_, bounce_offset(m), n, a.length);
+  }
+  if (s != Status::ok) {
+    PIER_LOG(warn, "lib", "cannot take a {} from rank {}: {}", wire::to_string(h.op), a.source,
+             to_string(s));
+    complete_target(m, PTL_NI_UNDELIVERABLE);
+  }
+}
+
+void Lib::finish_target(Msg* m, Status status) noexcept {
+  if (status != Status::ok) return complete_target(m, PTL_NI_UNDELIVERABLE);
+  Entry* e = m->entry;
+  if (m->phase == Phase::target_send) return complete_target(m, PTL_NI_OK);
+  if (m->op == wire::PortalsOp::put) {
+    std::size_t local = 0;
+    if (m->length > 0 && !contiguous(e->buffer, m->offset_used, m->length, &local)) {
+      // Staged iovec data: scatter it through the core's write path.
+      for (std::size_t done = 0; done < m->length;) {
+        std::size_t i = e->buffer.segment_at(m->offset_used + done);
+        std::size_t in = m->offset_used + done - e->buffer.starts[i];
+        std::size_t n = std::min<std::size_t>(m->length - done, e->buffer.segments[i].extent - in);
+        (void)core_.write(e->buffer.segments[i], in, {bounce(m) + done, n});
+        done += n;
+      }
+    }
+    return complete_target(m, PTL_NI_OK);
+  }
+  // Atomic: operand, then data, in the bounce slot; old values go after.
+  std::size_t local = 0;
+  const core::Region* seg = contiguous(e->buffer, m->offset_used, m->length, &local);
+  std::byte* slot = bounce(m);
+  std::byte* old = slot + wire::max_operand_length + 512;
+  bool fetch = m->op != wire::PortalsOp::atomic;
+  if (seg && m->length > 0) {
+    (void)apply_atomic(m->ev.atomic_operation, m->ev.atomic_type, seg->base + local,
+                       slot + m->operand_length, m->operand_length ? slot : nullptr, m->length,
+                       fetch ? old : nullptr);
+  }
+  if (!fetch) return complete_target(m, PTL_NI_OK);
+  wire::PortalsHeader r;
+  r.op = wire::PortalsOp::reply;
+  r.matching = e->ni->matching ? wire::Matching::matching : wire::Matching::non_matching;
+  r.addressing = e->ni->logical ? wire::Addressing::logical : wire::Addressing::physical;
+  r.pt_index = m->ev.pt_index;
+  r.cookie = m->cookie;
+  r.length = m->ev.rlength;
+  r.mlength = seg ? m->length : 0;
+  r.remote_offset = m->offset_used;
+  r.hdr_data = e->list;
+  m->phase = Phase::target_send;
+  Status s = send_header(m->source, r, m, &bounce_region_,
+                         bounce_offset(m) + wire::max_operand_length + 512, r.mlength);
+  if (s != Status::ok) complete_target(m, PTL_NI_UNDELIVERABLE);
+}
+
+void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
+  Entry* e = m->entry;
+  Pt& pt = *m->pt;
+  Ni& ni = *m->ni;
+  m->ev.ni_fail_type = fail;
+  bool ok = fail == PTL_NI_OK;
+  bool comm_off = (e->options & PTL_ME_EVENT_COMM_DISABLE) ||
+                  (ok && (e->options & PTL_ME_EVENT_SUCCESS_DISABLE));
+  if (!comm_off) post(pt.eq, m->ev);  // R-E2
+  if (e->ct && (e->options & PTL_ME_EVENT_CT_COMM))
+    count(e->ct, ok, m->ev.mlength, e->options & PTL_ME_EVENT_CT_BYTES);
+  if (m->uh) {
+    if (ok) {
+      Unexpected* u = m->uh;
+      u->entry = e;
+      u->kind = m->ev.type;
+      u->initiator = m->ev.initiator;
+      u->uid = m->ev.uid;
+      u->match_bits = m->ev.match_bits;
+      u->hdr_data = m->ev.hdr_data;
+      u->rlength = m->ev.rlength;
+      u->mlength = m->ev.mlength;
+      u->remote_offset = m->ev.remote_offset;
+      u->offset_used = m->offset_used;
+      u->atomic_op = m->ev.atomic_operation;
+      u->atomic_type = m->ev.atomic_type;
+      u->complete = true;
+      pt.unexpected.push_back(u);
+      ++e->uh_refs;
+    } else {
+      ni.unexpected_free.push_back(m->uh);
+    }
+    m->uh = nullptr;
+  }
+  // Puts and atomics answer now (gets and fetches answered with their reply).
+  if (m->op == wire::PortalsOp::put || m->op == wire::PortalsOp::atomic) {
+    if (m->target_ack != PTL_NO_ACK_REQ && fail != PTL_NI_UNDELIVERABLE) {
+      wire::PortalsHeader r;
+      r.op = answer_op(m->op, m->target_ack);
+      r.matching = ni.matching ? wire::Matching::matching : wire::Matching::non_matching;
+      r.addressing = ni.logical ? wire::Addressing::logical : wire::Addressing::physical;
+      r.ni_fail = static_cast<wire::NiFail>(fail);
+      r.pt_index = m->ev.pt_index;
+      r.cookie = m->cookie;
+      r.length = m->ev.rlength;
+      r.mlength = m->ev.mlength;
+      r.remote_offset = m->offset_used;
+      r.hdr_data = e->list;
+      if (Status s = send_header(m->source, r, nullptr, nullptr, 0, 0); s != Status::ok)
+        PIER_LOG(warn, "lib", "cannot ack rank {}: {}", m->source, to_string(s));
+    }
+  }
+  --e->pending;
+  --pt.inflight;
+  if (m->unlink_after)
+    entry_auto_unlink(e, true);  // R-E4: after the comm event
+  else
+    maybe_auto_free(e);
+  release_msg(m);
+}
+
+}  // namespace pier::lib

@@ -1,0 +1,141 @@
+// pier lib: triggered operations (R-T*). Each waits on its trigger CT's
+// list in issue order; a change of the CT releases those whose threshold
+// success + failure has reached. Released operations run through a queue,
+// so a chain (an operation changing another CT) never recurses deeply.
+#include "base/log.hpp"
+#include "lib/lib.hpp"
+
+namespace pier::lib {
+
+int Lib::add_trigger(Ct* ct, ptl_size_t threshold, const Trig& t) noexcept {
+  Ni& ni = *ct->ni;
+  if (ni.triggered >= static_cast<std::uint32_t>(ni.limits.max_triggered_ops)) return PTL_NO_SPACE;
+  Trig* x = trigs_.acquire(t);
+  if (!x) return PTL_NO_SPACE;
+  x->threshold = threshold;
+  x->on = ct;
+  x->ni = ni.index;
+  ++ni.triggered;
+  ct->triggered.push_back(x);
+  ct_changed(ct);  // R-T2: a threshold already reached fires now
+  return PTL_OK;
+}
+
+void Lib::ct_changed(Ct* ct) noexcept {
+  notifier_.bump();
+  ptl_size_t sum = ct->value.success + ct->value.failure;
+  for (Trig* t = ct->triggered.head; t;) {
+    Trig* next = t->next;
+    if (sum >= t->threshold) {
+      ct->triggered.remove(t);
+      fire_queue_.push_back(t);
+    }
+    t = next;
+  }
+  if (in_fire_) return;
+  in_fire_ = true;
+  for (std::size_t i = 0; i < fire_queue_.size(); ++i) fire(fire_queue_[i]);
+  fire_queue_.clear();
+  in_fire_ = false;
+}
+
+void Lib::fire(Trig* t) noexcept {
+  Ni& ni = nis_[t->ni];
+  --ni.triggered;
+  int rc = PTL_OK;
+  switch (t->kind) {
+    case TrigKind::move:
+      rc = start_move(t->move);
+      break;
+    case TrigKind::ct_inc:
+    case TrigKind::ct_set: {
+      Ct* ct = ni.refs > 0 ? ni.cts->lookup(t->ct) : nullptr;
+      if (!ct) {
+        rc = PTL_ARG_INVALID;
+        break;
+      }
+      if (t->kind == TrigKind::ct_set) {
+        ct->value = t->value;
+      } else {
+        ct->value.success += t->value.success;
+        ct->value.failure += t->value.failure;
+      }
+      ct_changed(ct);
+      break;
+    }
+    case TrigKind::me_append: {
+      if (ni.refs == 0 || t->pt_index >= ni.pts.size() || !ni.pts[t->pt_index].allocated) {
+        rc = PTL_ARG_INVALID;
+        break;
+      }
+      std::uint32_t h = PTL_INVALID_HANDLE;
+      rc = append_entry(ni, t->pt_index, *t->me, true, t->list, t->user_ptr, &h);
+      if (t->me_out) *t->me_out = h;
+      break;
+    }
+    case TrigKind::me_unlink: {
+      Call c;
+      c.handle = t->ct;
+      Reply r;
+      rc = unlink(c, r);
+      break;
+    }
+  }
+  if (rc != PTL_OK) PIER_LOG(warn, "lib", "a triggered operation failed when released: {}", rc);
+  trigs_.release(t);
+}
+
+void Lib::drop_triggers(Ct* ct) noexcept {
+  // R-T6, R-T7: destroyed unrun, silently.
+  while (Trig* t = ct->triggered.head) {
+    ct->triggered.remove(t);
+    --nis_[t->ni].triggered;
+    trigs_.release(t);
+  }
+}
+
+int Lib::trig_ct(const Call& c, Reply&) noexcept {
+  Ni& ni = nis_[ni_of(c.handle)];
+  if (ni.refs == 0) return PTL_ARG_INVALID;
+  Ct* target = ni.cts->lookup(c.handle);
+  Ct* trigger = ni.cts->lookup(c.trig_ct);  // another NI's CT does not resolve here
+  if (!target || !trigger) return PTL_ARG_INVALID;
+  bool set = c.options != 0;
+  if (!set && c.ct.success != 0 && c.ct.failure != 0) return PTL_ARG_INVALID;
+  Trig t;
+  t.kind = set ? TrigKind::ct_set : TrigKind::ct_inc;
+  t.ct = c.handle;
+  t.value = c.ct;
+  return add_trigger(trigger, c.threshold, t);
+}
+
+int Lib::trig_append(const Call& c, Reply&) noexcept {
+  Ni* ni = find_ni(c.handle);
+  if (!ni || !c.trig_me || !c.trig_me_out) return PTL_ARG_INVALID;
+  if (int rc = check_entry(*ni, c.pt_index, *c.trig_me, true); rc != PTL_OK) return rc;
+  if (c.list > PTL_OVERFLOW_LIST) return PTL_ARG_INVALID;
+  Ct* trigger = ni->cts->lookup(c.trig_ct);
+  if (!trigger) return PTL_ARG_INVALID;
+  Trig t;
+  t.kind = TrigKind::me_append;
+  t.pt_index = c.pt_index;
+  t.me = c.trig_me;
+  t.list = c.list;
+  t.user_ptr = c.user_ptr;
+  t.me_out = c.trig_me_out;
+  return add_trigger(trigger, c.threshold, t);
+}
+
+int Lib::trig_unlink(const Call& c, Reply&) noexcept {
+  Ni& ni = nis_[ni_of(c.handle)];
+  if (ni.refs == 0 || kind_of(c.handle) != Kind::me || !ni.entries->lookup(c.handle))
+    return PTL_ARG_INVALID;
+  Ct* trigger = ni.cts->lookup(c.trig_ct);
+  if (!trigger) return PTL_ARG_INVALID;
+  Trig t;
+  t.kind = TrigKind::me_unlink;
+  t.ct = c.handle;
+  return add_trigger(trigger, c.threshold, t);
+}
+
+}  // namespace pier::lib
