@@ -2,7 +2,9 @@
 // finalize, truncation, the "clean up the wire" form, deferred recv().
 #include <gtest/gtest.h>
 
+#include "boot/boot.hpp"
 #include "cluster.hpp"
+#include "core/state.hpp"
 
 namespace pier::core::test {
 namespace {
@@ -177,6 +179,45 @@ TEST(Protocol, IdMappingAndGateInfo) {
   EXPECT_EQ(info->rails[0], "self");
   EXPECT_GT(info->eager_limit, 1000u);
   EXPECT_EQ(info->credits[0], c.cores[0]->settings().credits);
+}
+
+}  // namespace
+}  // namespace pier::core::test
+
+namespace pier::core::test {
+namespace {
+
+TEST(Bootstrap, SingletonCoreTalksToItself) {
+  config::ScopedSet drivers("CORE_DRIVERS", "shm,tcp");
+  auto boot = boot::Bootstrap::open();
+  ASSERT_TRUE(boot) << to_string(boot.status());
+  ASSERT_EQ((*boot)->size(), 1u);
+  auto core = Core::from_bootstrap(**boot);
+  ASSERT_TRUE(core) << to_string(core.status());
+  Recorder r(**core);
+  ASSERT_EQ((*core)->attach(wire::Upper::port, &r, header_size), Status::ok);
+  auto data = pattern(100000, 3);
+  auto region = (*core)->validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  std::array<std::byte, header_size> h{};
+  SendArgs a;
+  a.cookie = &r;
+  a.upper = wire::Upper::port;
+  a.header = h;
+  a.region = &*region;
+  a.length = data.size();
+  ASSERT_EQ((*core)->send(a), Status::ok);
+  ASSERT_EQ((*core)->wait([&] { return r.finalized.size() == 2; }, base::Deadline::after_ms(10000)),
+            Status::ok);
+  EXPECT_EQ(r.buffers[0], data);
+  EXPECT_EQ((*core)->gate_info(0)->rails, std::vector<std::string>{"self"});
+}
+
+TEST(Sizes, HotObjectsStayWithinBudget) {
+  // Growing one of these is a conscious edit (docs/core.md, STYLE tests).
+  EXPECT_LE(sizeof(SendMsg), 656u);
+  EXPECT_LE(sizeof(Incoming), 256u);
+  EXPECT_LE(sizeof(Ctrl), 640u);
 }
 
 }  // namespace
