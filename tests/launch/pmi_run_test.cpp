@@ -1,0 +1,67 @@
+// tests/launch: pier-run serving PMI-1 and PMI-2 to an independent client
+// (pmi_client.c), 2 to 4 ranks, and the failures a PMI job can meet.
+#include "run_command.hpp"
+
+#include <gtest/gtest.h>
+
+namespace pier::multiproc {
+namespace {
+
+bool has(const Outcome& o, const std::string& text) {
+  return o.output.find(text) != std::string::npos;
+}
+
+int count(const Outcome& o, const std::string& text) {
+  int n = 0;
+  for (std::size_t at = o.output.find(text); at != std::string::npos;
+       at = o.output.find(text, at + 1))
+    ++n;
+  return n;
+}
+
+Outcome run(std::vector<std::string> client_args, int ranks) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", std::to_string(ranks), "--timeout", "60", PMI_CLIENT_PATH};
+  spec.argv.insert(spec.argv.end(), client_args.begin(), client_args.end());
+  spec.limit = std::chrono::seconds(90);
+  return run_command(spec);
+}
+
+class PmiRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(PmiRanks, Pmi1ExchangeReachesEveryRank) {
+  const Outcome o = run({"v1"}, GetParam());
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(count(o, ": v1 ok, size " + std::to_string(GetParam())), GetParam()) << o.output;
+}
+
+TEST_P(PmiRanks, Pmi2ExchangeReachesEveryRank) {
+  const Outcome o = run({"v2"}, GetParam());
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(count(o, ": v2 ok, size " + std::to_string(GetParam())), GetParam()) << o.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, PmiRanks, ::testing::Values(2, 3, 4),
+                         [](const auto& p) { return "n" + std::to_string(p.param); });
+
+TEST(PmiRun, AbortIsReportedAndEndsTheJob) {
+  const Outcome o = run({"abort", "1"}, 3);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 7) << o.output;
+  EXPECT_TRUE(has(o, "pier-run: rank 1 aborted the job through PMI (exit code 7): test abort"))
+      << o.output;
+  EXPECT_FALSE(has(o, "the barrier completed")) << o.output;
+}
+
+TEST(PmiRun, RankLeavingFailsTheBarrierInsteadOfHanging) {
+  const Outcome o = run({"leave", "2"}, 3);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 3) << o.output;
+  EXPECT_TRUE(has(o, "PMI barrier 1 failed: rank 2 closed its PMI connection")) << o.output;
+  EXPECT_TRUE(has(o, "barrier failed: connection closed")) << o.output;
+}
+
+}  // namespace
+}  // namespace pier::multiproc

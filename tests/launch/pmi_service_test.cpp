@@ -1,0 +1,117 @@
+// tests/launch: pier-run's PMI rules (PmiService), fed messages directly.
+#include "pmi_service.hpp"
+
+#include <gtest/gtest.h>
+
+namespace pier::run {
+namespace {
+
+using boot::pmi::Framing;
+using boot::pmi::Message;
+
+struct Fixture {
+  explicit Fixture(std::uint32_t n) : service(n, "job") {}
+  std::vector<PmiOutgoing> send(std::uint32_t rank, std::string text,
+                                Framing framing = Framing::v1) {
+    std::vector<PmiOutgoing> out;
+    service.on_message(rank, Message{framing, std::move(text)}, out);
+    return out;
+  }
+  PmiService service;
+};
+
+TEST(PmiService, BarrierAnswersEveryRankInItsOwnFraming) {
+  Fixture f(2);
+  EXPECT_TRUE(f.send(0, "cmd=barrier_in").empty());
+  auto out = f.send(1, "cmd=kvs-fence;thrid=7;", Framing::v2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].rank, 0u);
+  EXPECT_EQ(out[0].bytes, "cmd=barrier_out rc=0\n");
+  EXPECT_EQ(out[1].rank, 1u);
+  EXPECT_EQ(out[1].bytes, "    36cmd=kvs-fence-response;thrid=7;rc=0;");
+}
+
+TEST(PmiService, PutThenGetAcrossVersions) {
+  Fixture f(2);
+  auto out = f.send(0, "cmd=put kvsname=job key=k value=v1");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, "cmd=put_result rc=0 msg=success\n");
+  out = f.send(1, "cmd=kvs-get;jobid=job;srcid=0;key=k;", Framing::v2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("found=TRUE;value=v1;"), std::string::npos) << out[0].bytes;
+  out = f.send(1, "cmd=get kvsname=other key=k");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("rc=-1"), std::string::npos) << out[0].bytes;
+}
+
+TEST(PmiService, FullinitChecksTheClaimedRank) {
+  Fixture f(2);
+  auto out = f.send(1, "cmd=fullinit;pmirank=0;", Framing::v2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("rc=-1"), std::string::npos) << out[0].bytes;
+  out = f.send(1, "cmd=fullinit;pmirank=1;threaded=FALSE;", Framing::v2);
+  EXPECT_NE(out[0].bytes.find("rank=1;size=2;"), std::string::npos) << out[0].bytes;
+}
+
+TEST(PmiService, DisconnectDuringBarrierClosesTheWaiters) {
+  Fixture f(3);
+  EXPECT_TRUE(f.send(0, "cmd=barrier_in").empty());
+  std::vector<PmiOutgoing> out;
+  f.service.on_disconnect(2, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rank, 0u);
+  EXPECT_TRUE(out[0].close_after);
+  auto notes = f.service.take_notes();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("rank 2 closed its PMI connection before entering PMI barrier 1"),
+            std::string::npos)
+      << notes[0];
+  // A later barrier fails at once rather than waiting for the absent rank.
+  out = f.send(1, "cmd=barrier_in");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].close_after);
+}
+
+TEST(PmiService, BarrierAfterAPeerFinalizedFails) {
+  Fixture f(2);
+  f.send(0, "cmd=finalize");
+  auto out = f.send(1, "cmd=barrier_in");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].close_after);
+}
+
+TEST(PmiService, NodeAttributeWaitIsAnsweredByThePut) {
+  Fixture f(2);
+  EXPECT_TRUE(f.send(1, "cmd=info-getnodeattr;key=shm;wait=TRUE;", Framing::v2).empty());
+  auto out = f.send(0, "cmd=info-putnodeattr;key=shm;value=seg;", Framing::v2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].rank, 1u);
+  EXPECT_NE(out[1].bytes.find("found=TRUE;value=seg;"), std::string::npos) << out[1].bytes;
+}
+
+TEST(PmiService, MalformedAndUnknownCommandsAreRefusedNotFatal) {
+  Fixture f(2);
+  auto out = f.send(0, "cmd=spawn nprocs=2");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("rc=-1"), std::string::npos);
+  EXPECT_FALSE(out[0].close_after);
+  out = f.send(1, "cmd=x;=;", Framing::v2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].close_after);
+  // Out-of-range ranks are ignored.
+  EXPECT_TRUE(f.send(9, "cmd=barrier_in").empty());
+}
+
+TEST(PmiService, StoreIsBounded) {
+  Fixture f(1);
+  const std::string big(60000, 'x');
+  int refused = 0;
+  for (int i = 0; i < 2000 && refused == 0; ++i) {
+    auto out = f.send(0, "cmd=put kvsname=job key=k" + std::to_string(i) + " value=" + big);
+    refused += out[0].bytes.find("kvs_full") != std::string::npos;
+  }
+  EXPECT_EQ(refused, 1);
+}
+
+}  // namespace
+}  // namespace pier::run
