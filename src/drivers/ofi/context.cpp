@@ -45,6 +45,7 @@ namespace {
 
 constexpr std::size_t max_parked = 1024;
 constexpr auto check_period = std::chrono::milliseconds(20);
+constexpr auto drain_limit = std::chrono::seconds(2);
 
 /// Boot id and pid namespace: two processes with the same key see each
 /// other's pids.
@@ -82,15 +83,37 @@ void close_fid(T*& obj) noexcept {
   }
 }
 
+/// Contexts of this process. libfabric's data progress is manual: a
+/// rendezvous between two contexts of one process needs both polled, but a
+/// caller may poll only the receiver. An idle context therefore gives its
+/// neighbours a turn (try_lock: never waits, never deadlocks).
+struct Neighbours {
+  std::mutex mu;
+  std::vector<OfiContext*> all;
+};
+
+Neighbours& neighbours() {
+  static Neighbours n;
+  return n;
+}
+
 }  // namespace
+
+void OfiContext::progress_neighbours(OfiContext* self) noexcept {
+  Neighbours& n = neighbours();
+  std::unique_lock list(n.mu, std::try_to_lock);
+  if (!list.owns_lock()) return;
+  for (OfiContext* other : n.all) {
+    if (other == self) continue;
+    std::unique_lock lock(other->mutex_, std::try_to_lock);
+    if (lock.owns_lock() && other->state_ == State::running) (void)other->read_cq();
+  }
+}
 
 OfiContext::OfiContext(std::string provider) : wanted_(std::move(provider)) {}
 
 OfiContext::~OfiContext() {
-  if (state_ == State::running) {
-    std::lock_guard lock(mutex_);
-    close_fabric();
-  }
+  if (state_ == State::running) (void)close();
   if (choice_.info != nullptr) fi_freeinfo(choice_.info);
 }
 
@@ -141,7 +164,7 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
   caps.blocking_wait = true;
   caps.rdv_data = rma_;
   caps.max_packet = max_packet_;
-  caps.needs_rdv = false;
+  caps.needs_rdv = true;
   // Nominal figures measured on tcp;ofi_rxm over loopback (docs/ofi.md).
   props.profile.latency_ns = 20000;
   props.profile.bandwidth_mbps = 2000;
@@ -197,6 +220,10 @@ Result<std::vector<std::byte>> OfiContext::init() {
   }
   state_ = State::running;
   last_check_ = std::chrono::steady_clock::now();
+  {
+    std::lock_guard list(neighbours().mu);
+    neighbours().all.push_back(this);
+  }
   PIER_LOG(info, "ofi", "context up on {} ({} / {}), rendezvous by {}",
            choice_.info->fabric_attr->prov_name, choice_.info->fabric_attr->name,
            choice_.info->domain_attr->name, rma_ ? "RMA" : "tagged messages");
@@ -268,8 +295,18 @@ void OfiContext::close_fabric() noexcept {
 
 Status OfiContext::close() {
   if (state_ == State::closed) return Status::not_initialized;
+  if (state_ == State::running) {
+    std::lock_guard list(neighbours().mu);
+    std::lock_guard lock(mutex_);
+    if (!instances_.empty()) return Status::in_use;
+    std::erase(neighbours().all, this);
+  }
   std::lock_guard lock(mutex_);
-  if (!instances_.empty()) return Status::in_use;
+  if (state_ == State::running) {
+    // Byes and the last packets must leave before the endpoint goes.
+    const auto limit = std::chrono::steady_clock::now() + drain_limit;
+    while (std::chrono::steady_clock::now() < limit && sends_in_provider()) (void)read_cq();
+  }
   close_fabric();
   state_ = State::closed;
   return Status::ok;
@@ -403,14 +440,20 @@ Status OfiContext::post_control_recv(Op* op) noexcept {
   return Status::system_error;
 }
 
+bool OfiContext::sends_in_provider() const noexcept {
+  return std::any_of(ops_.begin(), ops_.end(), [](const Op& op) {
+    return op.in_provider && op.kind != Op::Kind::recv && op.kind != Op::Kind::control_recv;
+  });
+}
+
 std::optional<std::size_t> OfiContext::peer_of_addr(std::uint64_t addr) const noexcept {
   for (std::size_t i = 0; i < peers_.size(); ++i)
     if (peers_[i].addr == addr) return i;
   return std::nullopt;
 }
 
-void OfiContext::progress() noexcept {
-  if (state_ != State::running) return;
+std::size_t OfiContext::read_cq() noexcept {
+  std::size_t seen = 0;
   std::array<fi_cq_tagged_entry, 16> entries;
   for (int round = 0; round < 8; ++round) {
     const ssize_t n = fi_cq_read(cq_, entries.data(), entries.size());
@@ -418,18 +461,26 @@ void OfiContext::progress() noexcept {
       for (ssize_t i = 0; i < n; ++i)
         on_completion(static_cast<Op*>(entries[static_cast<std::size_t>(i)].op_context),
                       entries[static_cast<std::size_t>(i)]);
+      seen += static_cast<std::size_t>(n);
       if (static_cast<std::size_t>(n) < entries.size()) break;
       continue;
     }
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) > 0) on_error(static_cast<Op*>(err.op_context), err);
+      ++seen;
       continue;
     }
     if (n != -FI_EAGAIN) PIER_LOG(warn, "ofi", "fi_cq_read: {}", fi_strerror(static_cast<int>(-n)));
     break;
   }
   if (!retry_.empty()) retry_ops();
+  return seen;
+}
+
+void OfiContext::progress() noexcept {
+  if (state_ != State::running) return;
+  const std::size_t seen = read_cq();
   if (control_owed_) {
     control_owed_ = false;
     for (OfiInstance* inst : instances_) inst->flush_control();
@@ -439,6 +490,7 @@ void OfiContext::progress() noexcept {
     last_check_ = now;
     check_peers();
   }
+  if (seen == 0 && (++idle_polls_ & 15) == 0) progress_neighbours(this);
 }
 
 void OfiContext::on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept {
@@ -493,7 +545,8 @@ void OfiContext::on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept {
 void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
   if (op == nullptr || op->kind == Op::Kind::free) return;
   op->in_provider = false;
-  const int err = e.err;
+  // Providers disagree on the sign (shm reports -FI_ETRUNC).
+  const int err = e.err < 0 ? -e.err : e.err;
   switch (op->kind) {
     case Op::Kind::control_recv:
       // Truncated junk or a cancel at close: post again while running.
@@ -529,6 +582,12 @@ void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
       maybe_free(op);
       return;
     case Op::Kind::recv:
+      if (err != FI_ECANCELED && err != FI_ETRUNC)
+        PIER_LOG(debug, "ofi", "receive failed: {} ({}, len {}, olen {})", fi_strerror(err), err,
+                 e.len, e.olen);
+      if (err != FI_ECANCELED && err != FI_ETRUNC)
+        PIER_LOG(debug, "ofi", "receive failed: {} ({}, len {}, olen {})", fi_strerror(err), err,
+                 e.len, e.olen);
       if (!op->done && op->owner != nullptr) {
         op->tag = e.tag;
         op->data = e.data;
@@ -595,6 +654,8 @@ void OfiContext::check_peers() noexcept {
       pollfd pfd{p.pidfd, POLLIN, 0};
       if (::poll(&pfd, 1, 0) > 0) {
         PIER_LOG(debug, "ofi", "peer context {:x} exited", p.context_id);
+        // What it sent before it went (its bye included) is taken first.
+        for (int round = 0; round < 16 && read_cq() > 0;) ++round;
         mark_dead(i);
       }
       continue;
@@ -618,7 +679,7 @@ void OfiContext::mark_dead(std::size_t peer) noexcept {
   if (peer >= peers_.size() || peers_[peer].dead) return;
   peers_[peer].dead = true;
   for (OfiInstance* inst : instances_)
-    if (inst->peer() == peer && inst->attached()) inst->fail(Status::broken);
+    if (inst->peer() == peer && inst->attached()) inst->on_peer_gone();
 }
 
 Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,

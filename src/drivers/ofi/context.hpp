@@ -46,6 +46,7 @@ struct Op {
   bool done = false;         ///< final status known
   bool reported = false;     ///< the owner has read the final status
   bool retry = false;        ///< waits in the context's retry list
+  bool bounce = false;       ///< a receive into the instance's bounce buffer
   Status status = Status::in_progress;
   OfiInstance* owner = nullptr;
   driver::Packet* pkt = nullptr;  ///< the owner's packet, while not done
@@ -126,6 +127,9 @@ class OfiContext final : public driver::Context {
   };
 
   bool ensure_choice() const;
+  std::size_t read_cq() noexcept;
+  bool sends_in_provider() const noexcept;
+  static void progress_neighbours(OfiContext* self) noexcept;
   Status open_fabric() noexcept;
   void close_fabric() noexcept;
   Status post_control_recv(Op* op) noexcept;
@@ -171,6 +175,7 @@ class OfiContext final : public driver::Context {
   ControlParser parser_;
   std::chrono::steady_clock::time_point last_check_{};
   bool control_owed_ = false;
+  std::uint32_t idle_polls_ = 0;
   driver::Clock::duration wait_slice_ = std::chrono::milliseconds(10);
 };
 

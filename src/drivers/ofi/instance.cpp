@@ -56,6 +56,13 @@ Status OfiInstance::connect_async(std::span<const std::byte> remote_url) {
   if (state_ != State::idle) return Status::invalid_argument;
   Result<Url> url = decode_url(remote_url);
   if (!url) return Status::invalid_argument;
+  if (track_ == driver::Track::small && bounce_.empty()) {
+    try {
+      bounce_.resize(ctx_.max_packet());
+    } catch (...) {
+      return Status::no_memory;
+    }
+  }
   remote_ctx_ = url->context_id;
   state_ = State::connecting;
   if (Status s = ctx_.attach(this, *url, track_, &peer_); s != Status::ok) {
@@ -157,6 +164,15 @@ void OfiInstance::fail(Status why) noexcept {
   close_mr();
 }
 
+void OfiInstance::on_peer_gone() noexcept {
+  if (!peer_bye_) {
+    fail(Status::broken);
+    return;
+  }
+  // Sends to a peer that left in order end closed; receives drain first.
+  ctx_.fail_ops(this, Status::closed);
+}
+
 void OfiInstance::flush_control() noexcept {
   if (state_ == State::idle || ctx_.peer_dead(peer_)) return;
   Control c;
@@ -246,6 +262,11 @@ void OfiInstance::post_op(Op* op) noexcept {
                         op->peer, tag_of(TagKind::rdv_done, remote_id_), &op->fctx);
       break;
     case Op::Kind::recv:
+      if (op->bounce) {
+        rc = fi_trecv(ep, bounce_.data(), bounce_.size(), nullptr, FI_ADDR_UNSPEC,
+                      tag_of(TagKind::data, id_), data_ignore, &op->fctx);
+        break;
+      }
       rc = fi_trecvv(ep, pkt.iov, nullptr, pkt.iov_count, FI_ADDR_UNSPEC,
                      tag_of(TagKind::data, id_), data_ignore, &op->fctx);
       break;
@@ -428,6 +449,7 @@ Status OfiInstance::recv_post(driver::Packet& pkt) {
   }
   op->pkt = &pkt;
   recv_capacity_ = pkt.size();
+  op->bounce = track_ == driver::Track::small && recv_capacity_ < bounce_.size();
   pkt.rdv_len = 0;
   if (track_ == driver::Track::large && ctx_.rma() && pkt.iov_count == 1 && recv_capacity_ > 0)
     (void)register_recv(pkt);  // unregistered, the receive still takes a message
@@ -464,6 +486,13 @@ void OfiInstance::on_recv_done(Op* op) noexcept {
     op->length = std::min<std::uint64_t>(size, recv_capacity_);
     op->status = size > recv_capacity_ ? Status::truncated : Status::ok;
   }
+  if (op->bounce && op->status == Status::ok) {
+    const std::size_t n = std::min(op->length, recv_capacity_);
+    (void)driver::copy_to_packet(*op->pkt, 0, {bounce_.data(), n});
+    if (op->length > recv_capacity_) op->status = Status::truncated;
+  }
+  // A truncated receive is full, whatever length the provider reports.
+  if (op->status == Status::truncated) op->length = recv_capacity_;
   if (op->status == Status::ok || op->status == Status::truncated) {
     op->length = std::min(op->length, recv_capacity_);
     ++consumed_;

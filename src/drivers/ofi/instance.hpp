@@ -12,6 +12,8 @@
 
 #include <pier/driver.hpp>
 
+#include <vector>
+
 namespace pier::drivers::ofi {
 
 class OfiContext;
@@ -47,6 +49,9 @@ class OfiInstance final : public driver::Instance {
   void on_credit(const Control& c) noexcept;
   /// The peer is gone: every pending packet completes broken.
   void fail(Status why) noexcept;
+  /// The peer's process or endpoint is gone. After an orderly bye what it
+  /// sent is still received (then closed); without one, fail(broken).
+  void on_peer_gone() noexcept;
   /// A completion of one of this instance's ops (already marked done).
   void on_recv_done(Op* op) noexcept;
   /// Posts (or re-posts) libfabric work for an op; -FI_EAGAIN leaves it
@@ -95,6 +100,10 @@ class OfiInstance final : public driver::Instance {
   bool credit_due_ = false;
   bool peer_bye_ = false;
   std::uint64_t peer_sent_total_ = 0;
+  /// Small track: receives shorter than max_packet land here first, so the
+  /// provider never truncates (tcp;ofi_rxm loses the stream after truncating
+  /// an unexpected message) and the truncation is done here.
+  std::vector<std::byte> bounce_;
   fid_mr* mr_ = nullptr;  ///< the posted large receive's registration
   std::uint32_t cookie_ = 0;
   std::size_t recv_capacity_ = 0;

@@ -35,8 +35,8 @@ bool provider_matches(std::string_view provider, std::string_view wanted) noexce
 int provider_rank(std::string_view provider) noexcept {
   // Known software providers, best first; anything else is taken to be a
   // native fabric provider (verbs, efa, cxi, psm3, opx...) and wins.
-  static constexpr std::array<std::string_view, 6> software{
-      "tcp;ofi_rxm", "shm", "net;ofi_rxm", "tcp", "sockets", "udp;ofi_rxd"};
+  static constexpr std::array<std::string_view, 8> software{
+      "tcp;ofi_rxm", "shm", "net", "net;ofi_rxm", "tcp", "sockets", "udp;ofi_rxd", "udp"};
   for (std::size_t i = 0; i < software.size(); ++i)
     if (provider == software[i]) return static_cast<int>(i) + 1;
   return 0;
