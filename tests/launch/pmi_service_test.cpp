@@ -113,5 +113,17 @@ TEST(PmiService, StoreIsBounded) {
   EXPECT_EQ(refused, 1);
 }
 
+TEST(PmiService, AbortIsNotedAndLeavesTheBarrierToTheLauncher) {
+  Fixture f(2);
+  EXPECT_TRUE(f.send(0, "cmd=barrier_in").empty());
+  EXPECT_TRUE(f.send(1, "cmd=abort exitcode=4 message=bad input").empty());
+  std::vector<PmiOutgoing> out;
+  f.service.on_disconnect(1, out);
+  EXPECT_TRUE(out.empty());
+  auto notes = f.service.take_notes();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "rank 1 aborted the job through PMI (exit code 4): bad input");
+}
+
 }  // namespace
 }  // namespace pier::run

@@ -58,7 +58,7 @@ void PmiService::reply(std::uint32_t rank, Framing framing, const Command& c,
 
 void PmiService::on_message(std::uint32_t rank, const boot::pmi::Message& message,
                             std::vector<PmiOutgoing>& out) {
-  if (rank >= size_ || ranks_[rank].gone) return;
+  if (rank >= size_ || ranks_[rank].gone || ranks_[rank].aborted) return;
   auto command = message.framing == Framing::v1 ? boot::pmi::parse_v1(message.text)
                                                 : boot::pmi::parse_v2(message.text);
   if (!command) {
@@ -240,6 +240,9 @@ void PmiService::abort_from(std::uint32_t rank, const Command& c) {
   // The client exits right after sending abort; pier-run then ends the job
   // through the rank's exit status, as for any failing rank.
   std::string text = get_or(c, "msg", get_or(c, "message"));
+  // Its socket closing must not fail the others' barrier: they would exit
+  // with their own status first and hide the abort's exit code.
+  ranks_[rank].aborted = true;
   notes_.push_back(fmt::format("rank {} aborted the job through PMI{}{}", rank,
                                c.find("exitcode") ? " (exit code " + *c.find("exitcode") + ")" : "",
                                text.empty() ? "" : ": " + text));
@@ -277,7 +280,7 @@ void PmiService::enter_barrier(std::uint32_t rank, Framing framing, std::string 
 
 void PmiService::leave(std::uint32_t rank, std::string why, std::vector<PmiOutgoing>& out) {
   RankState& r = ranks_[rank];
-  if (r.gone) return;
+  if (r.gone || r.aborted) return;
   r.gone = true;
   r.waiting = false;
   r.left_why = std::move(why);

@@ -9,7 +9,8 @@
 // it. A rank that leaves (closes its PMI socket without finalize, or
 // finalizes) while a barrier is pending fails that barrier: the waiting
 // ranks' connections are closed, so their PMI calls return an error instead
-// of hanging.
+// of hanging. A rank that called abort is left to exit: pier-run then ends the
+// job with its exit status.
 #pragma once
 
 #include "boot/pmi_wire.hpp"
@@ -49,6 +50,7 @@ class PmiService {
     bool gone = false;       ///< finalized or disconnected: never enters a barrier again
     bool finalized = false;  ///< said finalize (a later disconnect is normal)
     bool waiting = false;    ///< inside the current barrier
+    bool aborted = false;    ///< said abort: pier-run ends the job when it exits
     boot::pmi::Framing barrier_framing = boot::pmi::Framing::v1;
     std::string barrier_thrid;  ///< PMI-2 thread id to echo, "" for none
     std::string left_why;       ///< how it left, for the barrier failure
