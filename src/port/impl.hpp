@@ -1,0 +1,370 @@
+// pier::port internals: the state behind Node and Port. docs/port.md gives
+// the protocol; this header gives the objects:
+//   sender side    Op (one per send token in use), Connection (per priority,
+//                  target node, target port: ops in flight, parked, queued);
+//   receiver side  Buffer (one per receive token in use), Stream (per
+//                  priority, sending node, sending port: held arrivals,
+//                  suspension, acks owed), Held (an arrival waiting);
+//   events         three rings (other, low, high) of Slots, reserved in
+//                  arrival order and made ready when the data landed.
+// Everything comes from pools sized when the port opens.
+#pragma once
+
+#include <pier/port.hpp>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/clock.hpp"
+#include "base/pool.hpp"
+#include "core/core.hpp"
+#include "port/control.hpp"
+#include "wire/port.hpp"
+
+namespace pier::port {
+
+/// Either a C++ or a C callback, with its context.
+struct Completion {
+  Callback cpp = nullptr;
+  pier_port_callback_t c = nullptr;
+  void* context = nullptr;
+};
+
+/// A FIFO threaded through a `next` member.
+template <class T>
+struct Fifo {
+  T* head = nullptr;
+  T* tail = nullptr;
+  std::size_t count = 0;
+  bool empty() const noexcept { return head == nullptr; }
+  void push(T* t) noexcept {
+    t->next = nullptr;
+    if (tail)
+      tail->next = t;
+    else
+      head = t;
+    tail = t;
+    ++count;
+  }
+  void push_front(T* t) noexcept {
+    t->next = head;
+    head = t;
+    if (!tail) tail = t;
+    ++count;
+  }
+  T* pop() noexcept {
+    T* t = head;
+    if (!t) return nullptr;
+    head = t->next;
+    if (!head) tail = nullptr;
+    t->next = nullptr;
+    --count;
+    return t;
+  }
+  /// Appends every element of `other`, leaving it empty.
+  void splice(Fifo& other) noexcept {
+    if (other.empty()) return;
+    if (tail)
+      tail->next = other.head;
+    else
+      head = other.head;
+    tail = other.tail;
+    count += other.count;
+    other = Fifo{};
+  }
+};
+
+/// 64-bit key -> 32-bit value; open addressing with backward-shift deletion
+/// (no tombstones), fixed capacity.
+class KeyIndex {
+ public:
+  static constexpr std::uint32_t npos = 0xffff'ffff;
+  explicit KeyIndex(std::size_t entries);
+  std::uint32_t find(std::uint64_t key) const noexcept;
+  bool insert(std::uint64_t key, std::uint32_t value) noexcept;
+  void erase(std::uint64_t key) noexcept;
+
+ private:
+  struct Cell {
+    std::uint64_t key = 0;
+    std::uint32_t value = npos;
+  };
+  std::size_t home(std::uint64_t key) const noexcept;
+  std::vector<Cell> cells_;
+  std::size_t mask_;
+};
+
+/// (priority, node, port) as one key, for connections and streams.
+constexpr std::uint64_t link_key(std::uint8_t priority, std::uint32_t node,
+                                 std::uint16_t port) noexcept {
+  return std::uint64_t{node} | (std::uint64_t{port} << 32) | (std::uint64_t{priority} << 48);
+}
+
+enum class OpKind : std::uint8_t { send, put, get, resume, drop };
+
+struct Connection;
+
+struct Op {
+  OpKind kind = OpKind::send;
+  Port::Impl* owner = nullptr;
+  bool counted = false;  ///< its failure already disabled the connection
+  Completion done;
+  Connection* conn = nullptr;
+  std::uint8_t size = 0;
+  std::byte* local = nullptr;  ///< send/put source, get destination
+  std::uint64_t remote = 0;
+  std::uint32_t length = 0;
+  core::Region region{};   ///< of [local, local + length), when length > 0
+  bool core_busy = false;  ///< our core.send awaits lib_finalize
+  bool landing = false;    ///< a get's data awaits lib_finalize
+  bool replied = false;    ///< the target's answer came (or stands in)
+  Status local_status = Status::ok;
+  Status reply_status = Status::ok;
+  Op* next = nullptr;
+};
+
+struct Connection {
+  std::uint64_t key = 0;
+  std::uint32_t node = 0;
+  std::uint16_t port = 0;
+  std::uint8_t priority = 0;
+  std::uint32_t failures = 0;  ///< reported, not yet resumed or dropped
+  Fifo<Op> in_flight;          ///< posted, in the target's answer order
+  Fifo<Op> parked;             ///< posted once, failed after a failure: resent on resume
+  Fifo<Op> queued;             ///< not posted yet (disabled, or the core was full)
+  bool on_retry = false;
+  Connection* next = nullptr;  ///< in the port's retry list
+};
+
+struct Buffer {
+  std::byte* ptr = nullptr;
+  std::uint8_t size = 0;
+  std::uint8_t priority = 0;
+  std::uint8_t tag = 0;
+  Buffer* next = nullptr;
+};
+
+/// An arrival that waits: for a buffer, for the stream to resume, or for
+/// the arrivals ahead of it. A marker (handle null) stands for a resume or
+/// drop control that owes only an ack when it reaches the head.
+struct Held {
+  core::Incoming* handle = nullptr;
+  wire::PortHeader header{};
+  std::int64_t since_ns = 0;
+  Held* next = nullptr;
+};
+
+struct Stream {
+  std::uint64_t key = 0;
+  std::uint32_t node = 0;
+  std::uint16_t port = 0;
+  std::uint8_t priority = 0;
+  std::uint32_t suspended = 0;  ///< failures reported, not yet resumed or dropped
+  std::uint32_t owed_acks = 0;
+  Fifo<Held> held;
+  bool on_ack_list = false;
+  Stream* next = nullptr;  ///< in the port's ack list
+};
+
+/// A control or a get reply the core had no room for; retried from poll.
+struct Reply {
+  std::uint32_t node = 0;
+  std::uint16_t port = 0;
+  std::uint8_t priority = 0;
+  std::uint64_t cookie = 0;
+  core::Region region{};
+  std::size_t offset = 0;
+  std::uint32_t length = 0;
+  Reply* next = nullptr;
+};
+
+/// One event queue entry.
+struct Slot {
+  Event event{};
+  std::size_t fast_offset = 0;  ///< its inline bytes in fast_store
+  bool ready = false;
+  bool flushed = false;  ///< a canceled alarm: skipped
+  std::uint64_t seq = 0;
+  core::Region region{};  ///< the buffer's, while its data lands
+  Port::Impl* owner = nullptr;
+};
+
+class Ring {
+ public:
+  void init(Port::Impl* owner, std::size_t capacity);
+  Slot* reserve(std::uint64_t seq) noexcept;
+  Slot* head() noexcept;  ///< the oldest entry, ready or not; null when empty
+  void pop() noexcept;
+  std::size_t size() const noexcept { return count_; }
+  Slot& at(std::size_t i) noexcept { return slots_[(first_ + i) % slots_.size()]; }
+
+ private:
+  std::vector<Slot> slots_;
+  std::size_t first_ = 0;
+  std::size_t count_ = 0;
+};
+
+struct AlarmRec {
+  std::int64_t due_ns = 0;
+  AlarmCallback callback = nullptr;
+  void* context = nullptr;
+  Slot* queued = nullptr;  ///< its event, once due
+  Alarm* user = nullptr;
+};
+
+struct RegisteredRange {
+  core::Region region{};
+  bool used = false;
+};
+
+/// The cookie tag of a core call, in the low bits of the pointer.
+enum class CookieTag : std::uintptr_t { op_send = 0, op_landing = 1, slot = 2 };
+
+class Port::Impl {
+ public:
+  Impl(Node::Impl& node, unsigned id);
+  ~Impl();
+
+  // ---- setup and ids
+  Node::Impl& node;
+  const unsigned id;
+  Port* facade = nullptr;
+  bool closed = false;
+  /// Core cookies naming this port's objects, not yet finalized: a closed
+  /// port lives on until this is 0.
+  std::size_t pinned = 0;
+
+  // ---- tokens
+  unsigned send_total;
+  unsigned recv_total;
+  unsigned send_held;
+  unsigned recv_held;
+
+  // ---- sender side (send.cpp)
+  Status start(OpKind kind, const Completion& done, std::uint8_t priority, std::uint32_t node_id,
+               unsigned port, std::byte* local, std::uint64_t remote, std::size_t length,
+               unsigned size) noexcept;
+  Status resume_or_drop(bool drop, const Completion& done, std::uint8_t priority,
+                        std::uint32_t node_id, unsigned port) noexcept;
+  void on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept;
+  void on_send_finalized(Op* op, Status s) noexcept;
+  void on_landing_finalized(Op* op, Status s) noexcept;
+  void retry_sends() noexcept;
+  void check_gates() noexcept;
+
+  // ---- receiver side (recv.cpp)
+  void on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept;
+  void on_slot_finalized(Slot* slot, Status s) noexcept;
+  Status provide(std::byte* ptr, unsigned size, std::uint8_t priority, std::uint8_t tag) noexcept;
+  void flush_acks() noexcept;
+  void serve_streams() noexcept;
+  void retry_replies() noexcept;
+  void close_receiver() noexcept;
+  Status register_range(void* ptr, std::size_t len) noexcept;
+  Status deregister_range(void* ptr, std::size_t len) noexcept;
+  std::uint64_t acceptable[priority_count] = {~std::uint64_t{0}, ~std::uint64_t{0}};
+
+  // ---- events (port.cpp)
+  const Event& receive() noexcept;
+  const Event& blocking(int timeout_ms, bool spin) noexcept;
+  void unknown(const Event& e) noexcept;
+  Slot* next_ready() noexcept;
+  void push_sent(Op* op) noexcept;
+  void poll() noexcept;         ///< one round of the whole node
+  void poll_before() noexcept;  ///< answers owed and retries, before core progress
+  void poll_after() noexcept;   ///< retries and timers, after core progress
+  Status set_alarm(Alarm& a, std::uint64_t usecs, AlarmCallback cb, void* ctx) noexcept;
+  void cancel_alarm(Alarm& a) noexcept;
+  void fire_alarms() noexcept;
+  std::size_t fast_max = 0;
+
+  // state shared by the .cpp files
+  base::Pool<Op> ops;
+  base::Pool<Connection> conns;
+  KeyIndex conn_index;
+  Connection* retry_head = nullptr;
+  base::Pool<Buffer> buffers;
+  Fifo<Buffer> free_buffers[priority_count][max_size + 1];
+  bool buffers_added = false;
+  base::Pool<Stream> streams;
+  KeyIndex stream_index;
+  base::Pool<Held> helds;
+  std::size_t waiting = 0;  ///< held arrivals, all streams
+  Stream* ack_head = nullptr;
+  base::Pool<Reply> replies;
+  Fifo<Reply> reply_retry;
+  std::vector<RegisteredRange> ranges;
+  std::vector<Connection*> live_conns;  ///< reserved at open: no allocation later
+  std::vector<Stream*> live_streams;
+  std::vector<AlarmRec*> armed;
+  Ring rings[3];  ///< 0 other, 1 low, 2 high
+  std::uint64_t next_seq = 1;
+  std::vector<std::byte> fast_store;  ///< fast_max bytes per low/high slot
+  core::Region fast_region{};
+  Event current{};
+  base::Pool<AlarmRec> alarms;
+  std::size_t alarms_armed = 0;
+  std::int64_t next_check_ns = 0;
+  std::int64_t timeout_ns = 0;
+  std::int64_t spin_ns = 0;
+
+  core::Core& core() noexcept;
+  std::uint32_t self() const noexcept;
+  Connection* connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                         bool create) noexcept;
+  Stream* stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                 bool create) noexcept;
+  void maybe_release_stream(Stream* s) noexcept;
+  Status send_control(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                      std::uint64_t cookie, const core::Region* region, std::size_t offset,
+                      std::uint32_t length) noexcept;
+  void nack(Stream* s, Status why) noexcept;
+  void owe_ack(Stream* s) noexcept;
+
+ private:
+  Status post(Op* op) noexcept;
+  void drain(Connection* c) noexcept;
+  void flush_stream(Stream* s) noexcept;
+  Status post_reply(const Reply& r) noexcept;
+  void fail_or_park(Connection* c, Op* op, Status why) noexcept;
+  void settle(Connection* c) noexcept;
+  void complete(Op* op) noexcept;
+  bool serve_head(Stream* s) noexcept;
+  bool deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept;
+  Buffer* take_buffer(std::uint8_t priority, std::uint8_t size) noexcept;
+  const RegisteredRange* find_range(std::uint64_t addr, std::uint64_t len) const noexcept;
+  void hold(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept;
+  void drop_held(Stream* s) noexcept;
+};
+
+/// The one mapping of Status to the C codes (capi.cpp).
+pier_port_status_t to_c_status(Status s) noexcept;
+
+class Node::Impl final : public core::Client {
+ public:
+  Impl(core::Core& core, std::unique_ptr<core::Core> owned) noexcept;
+  ~Impl() override;
+  void lib_parse(const core::Arrival& a) noexcept override;
+  void lib_finalize(void* cookie, Status status) noexcept override;
+
+  Result<Port::Impl*> open(unsigned id);
+  void close(Port::Impl* port) noexcept;
+  /// Frees closed ports whose core cookies all finalized.
+  void reap() noexcept;
+  /// One round for every open port: answers owed, core progress, timers.
+  void poll() noexcept;
+  /// Answers an op sent to a port that is not open.
+  void nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept;
+
+  core::Core& core;
+  Node* facade = nullptr;
+  std::unique_ptr<core::Core> owned_core;
+  std::vector<std::unique_ptr<Port::Impl>> ports;  ///< by number; open ones
+  std::vector<std::unique_ptr<Port::Impl>> zombies;
+  std::vector<Port::Impl*> open_ports;  ///< reserved at construction
+  std::shared_ptr<void> keep_alive;     ///< the bootstrap of Node::create()
+};
+
+}  // namespace pier::port

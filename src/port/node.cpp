@@ -1,0 +1,226 @@
+// pier::port: the node (one per process over one Core), the demultiplexing
+// of the core's callbacks to ports, and port open/close.
+#include <algorithm>
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "boot/boot.hpp"
+#include "port/impl.hpp"
+
+namespace pier::port {
+
+namespace {
+
+inline const config::IntKey max_ports_key{"PORT_MAX_PORTS", 32, 1, 65536,
+                                          "port numbers a node can open: 0 to this minus one"};
+
+std::uintptr_t bits(void* p) {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
+}  // namespace
+
+Node::Impl::Impl(core::Core& c, std::unique_ptr<core::Core> owned) noexcept
+    : core(c), owned_core(std::move(owned)) {
+  const auto limit = static_cast<std::size_t>(max_ports_key.get());
+  ports.resize(limit);
+  open_ports.reserve(limit);
+}
+
+Node::Impl::~Impl() {
+  // Ports the client leaked: closing them answers what they hold.
+  for (auto& p : ports)
+    if (p) close(p.get());
+}
+
+Result<Port::Impl*> Node::Impl::open(unsigned id) {
+  if (id >= ports.size()) return Status::invalid_argument;
+  if (ports[id]) return Status::in_use;
+  reap();
+  try {
+    ports[id] = std::make_unique<Port::Impl>(*this, id);
+  } catch (const std::bad_alloc&) {
+    return Status::no_memory;
+  }
+  open_ports.push_back(ports[id].get());
+  return ports[id].get();
+}
+
+void Node::Impl::close(Port::Impl* port) noexcept {
+  if (port == nullptr || port->closed) return;
+  port->close_receiver();
+  port->closed = true;
+  open_ports.erase(std::find(open_ports.begin(), open_ports.end(), port));
+  auto& slot = ports[port->id];
+  // Cookies the core still holds name this port's objects: keep it until
+  // they are all finalized.
+  if (port->pinned > 0) {
+    try {
+      zombies.push_back(std::move(slot));
+    } catch (const std::bad_alloc&) {
+      PIER_LOG(error, "port", "cannot keep closed port {} for its pending operations", port->id);
+      (void)slot.release();  // leaked rather than freed under the core's feet
+    }
+  }
+  slot.reset();
+}
+
+void Node::Impl::reap() noexcept {
+  std::erase_if(zombies, [](const auto& z) { return z->pinned == 0; });
+}
+
+void Node::Impl::poll() noexcept {
+  for (Port::Impl* p : open_ports) p->poll_before();
+  (void)core.progress();
+  for (Port::Impl* p : open_ports) p->poll_after();
+  if (!zombies.empty()) reap();
+}
+
+void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
+  auto clean = [&] { (void)core.recv(a.handle, nullptr, nullptr, 0, 0, 0); };
+  auto decoded = wire::PortHeader::decode(a.header);
+  if (!decoded) {
+    PIER_LOG(debug, "port", "node {}: bad port header: {}", a.source, to_string(decoded.status()));
+    return clean();
+  }
+  const wire::PortHeader& h = *decoded;
+  // The core's copy of the routing fields must agree with ours, and the
+  // payload with the header's length: a peer that disagrees is hostile.
+  const bool carries_data = h.kind == wire::PortKind::send || h.kind == wire::PortKind::put ||
+                            (h.kind == wire::PortKind::get_reply && (h.cookie & control_bit) == 0);
+  if (h.priority != a.priority || h.sending_port != a.source_port ||
+      h.receiving_port != a.destination_port || a.length != (carries_data ? h.length : 0)) {
+    PIER_LOG(debug, "port", "node {}: inconsistent port header", a.source);
+    return clean();
+  }
+  bool answer = false;  // an ack, nack or get data for one of our ops
+  if (h.kind == wire::PortKind::get_reply) {
+    auto control = decode_control(h.cookie);
+    if ((h.cookie & control_bit) != 0 && !control) {
+      PIER_LOG(debug, "port", "node {}: unknown control {:#x}", a.source, h.cookie);
+      return clean();
+    }
+    answer = !control || control->code == Control::ack || control->code == Control::nack;
+  }
+  Port::Impl* port = h.receiving_port < ports.size() ? ports[h.receiving_port].get() : nullptr;
+  if (port == nullptr) {
+    clean();
+    if (!answer) nack_closed(a, h);
+    return;
+  }
+  if (answer)
+    port->on_reply(a, h);
+  else
+    port->on_arrival(a, h);
+}
+
+void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+  wire::PortHeader r;
+  r.kind = wire::PortKind::get_reply;
+  r.priority = h.priority;
+  r.sending_port = h.receiving_port;
+  r.receiving_port = h.sending_port;
+  r.cookie = encode_control(Control::nack, Status::closed, 0);
+  std::array<std::byte, wire::PortHeader::size> bytes{};
+  if (!wire::encode(r, bytes)) return;
+  core::SendArgs s;
+  s.peer = a.source;
+  s.priority = h.priority;
+  s.source_port = r.sending_port;
+  s.destination_port = r.receiving_port;
+  s.upper = wire::Upper::port;
+  s.header = bytes;
+  // Without room the sender learns nothing and its gate check or its own
+  // timeout must end the op; say so.
+  if (Status st = core.send(s); st != Status::ok && st != Status::broken)
+    PIER_LOG(warn, "port", "cannot answer node {} for closed port {}: {}", a.source,
+             h.receiving_port, to_string(st));
+}
+
+void Node::Impl::lib_finalize(void* cookie, Status status) noexcept {
+  const auto tag = static_cast<CookieTag>(bits(cookie) & 3);
+  void* object = reinterpret_cast<void*>(bits(cookie) & ~std::uintptr_t{3});
+  switch (tag) {
+    case CookieTag::op_send: {
+      Op* op = static_cast<Op*>(object);
+      op->owner->on_send_finalized(op, status);
+      break;
+    }
+    case CookieTag::op_landing: {
+      Op* op = static_cast<Op*>(object);
+      op->owner->on_landing_finalized(op, status);
+      break;
+    }
+    case CookieTag::slot: {
+      Slot* slot = static_cast<Slot*>(object);
+      slot->owner->on_slot_finalized(slot, status);
+      break;
+    }
+  }
+}
+
+// ---- the facade
+
+Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->facade = this;
+}
+Node::~Node() = default;
+
+Result<std::unique_ptr<Node>> Node::attach(core::Core& core) {
+  auto impl = std::make_unique<Impl>(core, nullptr);
+  if (Status s = core.attach(wire::Upper::port, impl.get(), wire::PortHeader::size);
+      s != Status::ok)
+    return s;
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+Result<std::unique_ptr<Node>> Node::create() {
+  auto boot = boot::Bootstrap::open();
+  if (!boot) return boot.status();
+  auto made = core::Core::from_bootstrap(**boot);
+  if (!made) return made.status();
+  core::Core& core = **made;
+  auto impl = std::make_unique<Impl>(core, std::move(*made));
+  impl->keep_alive = std::shared_ptr<boot::Bootstrap>(std::move(*boot));
+  if (Status s = core.attach(wire::Upper::port, impl.get(), wire::PortHeader::size);
+      s != Status::ok)
+    return s;
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+Result<std::unique_ptr<Port>> Node::open(unsigned port_id) {
+  auto impl = impl_->open(port_id);
+  if (!impl) return impl.status();
+  auto port = std::unique_ptr<Port>(new Port(*impl));
+  (*impl)->facade = port.get();
+  return port;
+}
+
+unsigned Node::port_limit() const noexcept {
+  return static_cast<unsigned>(impl_->ports.size());
+}
+std::uint32_t Node::node_id() const noexcept {
+  return impl_->core.rank();
+}
+std::uint32_t Node::node_count() const noexcept {
+  return impl_->core.size();
+}
+core::Core& Node::core() noexcept {
+  return impl_->core;
+}
+
+Result<std::string> Node::host_name(std::uint32_t node_id) const {
+  auto id = impl_->core.node_of(node_id);
+  if (!id) return id.status();
+  return id->node;
+}
+
+Result<std::uint32_t> Node::node_id_of_host(std::string_view host) const {
+  for (std::uint32_t r = 0; r < impl_->core.size(); ++r) {
+    auto id = impl_->core.node_of(r);
+    if (id && id->node == host) return r;
+  }
+  return Status::not_found;
+}
+
+}  // namespace pier::port

@@ -1,0 +1,421 @@
+// pier::port, receiver side: provided buffers by (priority, size), streams
+// (priority, sending node, sending port) that keep arrival order, arrivals
+// held while no buffer matches, and the answers owed to senders. Every op
+// that arrives is answered exactly once, in stream order (control.hpp).
+#include <cstring>
+
+#include "base/log.hpp"
+#include "port/impl.hpp"
+
+namespace pier::port {
+
+namespace {
+
+void* tagged(void* p, CookieTag t) {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) |
+                                 static_cast<std::uintptr_t>(t));
+}
+
+std::uint8_t receive_type(std::uint8_t priority, bool peer, bool fast) {
+  // GM's numbering: RECV 11, HIGH 12, PEER 13, HIGH_PEER 14, FAST +4.
+  std::uint8_t t = priority == 0 ? PIER_PORT_RECV_EVENT : PIER_PORT_HIGH_RECV_EVENT;
+  if (peer) t = static_cast<std::uint8_t>(t + 2);
+  if (fast) t = static_cast<std::uint8_t>(t + 4);
+  return t;
+}
+
+}  // namespace
+
+Stream* Port::Impl::stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                           bool create) noexcept {
+  const std::uint64_t key = link_key(priority, node_id, port);
+  if (std::uint32_t h = stream_index.find(key); h != KeyIndex::npos)
+    return streams.lookup(static_cast<base::Pool<Stream>::Handle>(h));
+  if (!create) return nullptr;
+  Stream* s = streams.acquire();
+  if (s == nullptr) return nullptr;
+  s->key = key;
+  s->node = node_id;
+  s->port = port;
+  s->priority = priority;
+  (void)stream_index.insert(key, static_cast<std::uint32_t>(streams.handle_of(s)));
+  live_streams.push_back(s);
+  return s;
+}
+
+void Port::Impl::maybe_release_stream(Stream* s) noexcept {
+  if (s->suspended != 0 || s->owed_acks != 0 || !s->held.empty() || s->on_ack_list) return;
+  stream_index.erase(s->key);
+  for (auto& l : live_streams)
+    if (l == s) {
+      l = live_streams.back();
+      live_streams.pop_back();
+      break;
+    }
+  streams.release(s);
+}
+
+Status Port::Impl::post_reply(const Reply& r) noexcept {
+  wire::PortHeader h;
+  h.kind = wire::PortKind::get_reply;
+  h.priority = r.priority;
+  h.sending_port = static_cast<std::uint16_t>(id);
+  h.receiving_port = r.port;
+  h.length = r.length;
+  h.cookie = r.cookie;
+  std::array<std::byte, wire::PortHeader::size> bytes{};
+  if (!wire::encode(h, bytes)) return Status::internal;
+  core::SendArgs a;
+  a.peer = r.node;
+  a.priority = r.priority;
+  a.source_port = h.sending_port;
+  a.destination_port = r.port;
+  a.upper = wire::Upper::port;
+  a.header = bytes;
+  a.region = r.length > 0 ? &r.region : nullptr;
+  a.offset = r.offset;
+  a.length = r.length;
+  return core().send(a);
+}
+
+Status Port::Impl::send_control(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                                std::uint64_t cookie, const core::Region* region,
+                                std::size_t offset, std::uint32_t length) noexcept {
+  Reply r;
+  r.node = node_id;
+  r.port = port;
+  r.priority = priority;
+  r.cookie = cookie;
+  if (region) r.region = *region;
+  r.offset = offset;
+  r.length = length;
+  // Answers leave in the order they were decided: once one waits, all wait.
+  if (reply_retry.empty()) {
+    Status s = post_reply(r);
+    if (s != Status::no_resource) return s;
+  }
+  Reply* q = replies.acquire();
+  if (q == nullptr) {
+    PIER_LOG(error, "port", "port {}: no room for an answer to node {}; its sender times out", id,
+             node_id);
+    return Status::no_resource;
+  }
+  *q = r;
+  reply_retry.push(q);
+  return Status::ok;
+}
+
+void Port::Impl::retry_replies() noexcept {
+  while (Reply* r = reply_retry.head) {
+    if (post_reply(*r) == Status::no_resource) return;
+    reply_retry.pop();
+    replies.release(r);
+  }
+}
+
+void Port::Impl::owe_ack(Stream* s) noexcept {
+  ++s->owed_acks;
+  if (!s->on_ack_list) {
+    s->on_ack_list = true;
+    s->next = ack_head;
+    ack_head = s;
+  }
+}
+
+void Port::Impl::flush_stream(Stream* s) noexcept {
+  if (s->owed_acks == 0) return;
+  (void)send_control(s->priority, s->node, s->port,
+                     encode_control(Control::ack, Status::ok, s->owed_acks), nullptr, 0, 0);
+  s->owed_acks = 0;
+}
+
+void Port::Impl::flush_acks() noexcept {
+  Stream* list = ack_head;
+  ack_head = nullptr;
+  while (Stream* s = list) {
+    list = s->next;
+    s->next = nullptr;
+    s->on_ack_list = false;
+    flush_stream(s);
+    maybe_release_stream(s);
+  }
+}
+
+void Port::Impl::nack(Stream* s, Status why) noexcept {
+  flush_stream(s);
+  (void)send_control(s->priority, s->node, s->port, encode_control(Control::nack, why, 0), nullptr,
+                     0, 0);
+  ++s->suspended;
+}
+
+Status Port::Impl::provide(std::byte* ptr, unsigned size, std::uint8_t priority,
+                           std::uint8_t tag) noexcept {
+  if (closed) return Status::not_initialized;
+  if (ptr == nullptr || size < min_size || size > max_size || priority >= priority_count)
+    return Status::invalid_argument;
+  if (recv_held == 0) return Status::no_resource;
+  Buffer* b = buffers.acquire();
+  if (b == nullptr) return Status::internal;  // sized to the tokens: cannot happen
+  b->ptr = ptr;
+  b->size = static_cast<std::uint8_t>(size);
+  b->priority = priority;
+  b->tag = tag;
+  --recv_held;
+  free_buffers[priority][size].push(b);
+  if (waiting > 0) buffers_added = true;
+  return Status::ok;
+}
+
+Buffer* Port::Impl::take_buffer(std::uint8_t priority, std::uint8_t size) noexcept {
+  return free_buffers[priority][size].pop();
+}
+
+const RegisteredRange* Port::Impl::find_range(std::uint64_t addr,
+                                              std::uint64_t len) const noexcept {
+  for (const auto& r : ranges) {
+    if (!r.used) continue;
+    const auto base = reinterpret_cast<std::uintptr_t>(r.region.base);
+    if (addr >= base && addr - base <= r.region.extent && len <= r.region.extent - (addr - base))
+      return &r;
+  }
+  return nullptr;
+}
+
+Status Port::Impl::register_range(void* ptr, std::size_t len) noexcept {
+  if (closed) return Status::not_initialized;
+  if (ptr == nullptr || len == 0) return Status::invalid_argument;
+  for (auto& r : ranges) {
+    if (r.used) continue;
+    auto region = core().validate(ptr, len);
+    if (!region) return region.status();
+    r.region = *region;
+    r.used = true;
+    return Status::ok;
+  }
+  return Status::no_resource;
+}
+
+Status Port::Impl::deregister_range(void* ptr, std::size_t len) noexcept {
+  for (auto& r : ranges) {
+    if (!r.used || r.region.base != ptr || r.region.extent != len) continue;
+    if (Status s = core().invalidate(r.region); s != Status::ok) return s;
+    r.used = false;
+    return Status::ok;
+  }
+  return Status::not_found;
+}
+
+bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept {
+  auto clean = [&] { (void)core().recv(handle, nullptr, nullptr, 0, 0, 0); };
+  switch (h.kind) {
+    case wire::PortKind::send: {
+      if (((acceptable[h.priority] >> h.size_class) & 1) == 0) {
+        clean();
+        nack(s, Status::rejected);
+        return true;
+      }
+      Buffer* b = take_buffer(h.priority, h.size_class);
+      if (b == nullptr) return false;
+      const bool fast = h.length <= fast_max;
+      core::Region region = fast_region;
+      std::size_t offset = 0;
+      if (!fast) {
+        auto r = core().validate(b->ptr, h.length);
+        if (!r) {
+          free_buffers[h.priority][h.size_class].push_front(b);
+          return false;  // no region left: try again later
+        }
+        region = *r;
+      }
+      Slot* slot = rings[1 + h.priority].reserve(next_seq++);
+      Event& e = slot->event;
+      e = Event{};
+      e.type = receive_type(h.priority, h.sending_port == id, fast);
+      e.priority = h.priority;
+      e.size = h.size_class;
+      e.tag = b->tag;
+      e.sender_port_id = h.sending_port;
+      e.receiver_port_id = static_cast<std::uint16_t>(id);
+      e.sender_node_id = s->node;
+      e.length = h.length;
+      e.buffer = b->ptr;
+      if (fast) {
+        offset = slot->fast_offset;
+        e.message = fast_store.data() + offset;
+        slot->region = {};
+      } else {
+        e.message = b->ptr;
+        slot->region = region;
+      }
+      buffers.release(b);
+      if (h.length == 0) {
+        clean();
+        slot->ready = true;
+      } else if (core().recv(handle, tagged(slot, CookieTag::slot), &region, offset, h.length,
+                             h.length) == Status::ok) {
+        ++pinned;
+      } else {
+        PIER_LOG(error, "port", "port {}: cannot receive from node {}", id, s->node);
+        e.length = 0;
+        slot->ready = true;
+      }
+      owe_ack(s);
+      return true;
+    }
+    case wire::PortKind::put: {
+      const RegisteredRange* r = find_range(h.remote_address, h.length);
+      if (r == nullptr) {
+        clean();
+        nack(s, Status::permission_denied);
+        return true;
+      }
+      const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
+      if (h.length == 0 ||
+          core().recv(handle, nullptr, &r->region, offset, h.length, h.length) != Status::ok)
+        clean();
+      owe_ack(s);
+      return true;
+    }
+    case wire::PortKind::get_request: {
+      clean();
+      const RegisteredRange* r = find_range(h.remote_address, h.length);
+      if (r == nullptr) {
+        nack(s, Status::permission_denied);
+        return true;
+      }
+      flush_stream(s);
+      const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
+      (void)send_control(s->priority, s->node, s->port, h.cookie, &r->region, offset, h.length);
+      return true;
+    }
+    case wire::PortKind::get_reply:
+      break;  // controls are handled in on_arrival and never delivered
+  }
+  clean();
+  return true;
+}
+
+void Port::Impl::hold(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept {
+  Held* x = helds.acquire();
+  if (x == nullptr) {
+    // More arrivals wait than PORT_HELD: answer this one as timed out.
+    PIER_LOG(warn, "port", "port {}: too many held messages; node {} times out", id, s->node);
+    if (handle) {
+      (void)core().recv(handle, nullptr, nullptr, 0, 0, 0);
+      nack(s, Status::timeout);
+    } else {
+      owe_ack(s);
+    }
+    return;
+  }
+  x->handle = handle;
+  x->header = h;
+  x->since_ns = base::now_ns();
+  s->held.push(x);
+  ++waiting;
+}
+
+void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+  Stream* s = stream(h.priority, a.source, h.sending_port, true);
+  if (s == nullptr) {
+    PIER_LOG(warn, "port", "port {}: too many streams; node {} times out", id, a.source);
+    (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    (void)send_control(h.priority, a.source, h.sending_port,
+                       encode_control(Control::nack, Status::timeout, 0), nullptr, 0, 0);
+    return;
+  }
+  if (h.kind == wire::PortKind::get_reply) {  // resume or drop
+    (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    if (s->suspended > 0) --s->suspended;
+    if (decode_control(h.cookie)->code == Control::drop) drop_held(s);
+    if (s->held.empty())
+      owe_ack(s);
+    else
+      hold(s, nullptr, h);
+    if (s->suspended == 0 && s->held.head) s->held.head->since_ns = base::now_ns();
+    while (serve_head(s)) {
+    }
+    return;
+  }
+  if (s->suspended > 0 || !s->held.empty() || !deliver(s, a.handle, h)) hold(s, a.handle, h);
+}
+
+void Port::Impl::drop_held(Stream* s) noexcept {
+  while (Held* x = s->held.pop()) {
+    --waiting;
+    if (x->handle == nullptr) {
+      owe_ack(s);
+    } else {
+      (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+      flush_stream(s);
+      (void)send_control(s->priority, s->node, s->port,
+                         encode_control(Control::nack, Status::dropped, 0), nullptr, 0, 0);
+    }
+    helds.release(x);
+  }
+}
+
+bool Port::Impl::serve_head(Stream* s) noexcept {
+  Held* x = s->held.head;
+  if (s->suspended > 0 || x == nullptr) return false;
+  if (x->handle != nullptr && !deliver(s, x->handle, x->header)) return false;
+  if (x->handle == nullptr) owe_ack(s);
+  s->held.pop();
+  helds.release(x);
+  --waiting;
+  if (s->held.head) s->held.head->since_ns = base::now_ns();
+  return true;
+}
+
+void Port::Impl::serve_streams() noexcept {
+  buffers_added = false;
+  const std::int64_t now = base::now_ns();
+  // Index loop: maybe_release_stream may reorder live_streams.
+  for (std::size_t i = 0; i < live_streams.size(); ++i) {
+    Stream* s = live_streams[i];
+    while (serve_head(s)) {
+    }
+    Held* x = s->held.head;
+    if (s->suspended > 0 || x == nullptr || now - x->since_ns < timeout_ns) continue;
+    // G8: no matching buffer came in time; the sender learns it and stops.
+    s->held.pop();
+    --waiting;
+    (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+    helds.release(x);
+    nack(s, Status::timeout);
+  }
+}
+
+void Port::Impl::on_slot_finalized(Slot* slot, Status s) noexcept {
+  --pinned;
+  if (slot->region.handle) {
+    (void)core().invalidate(slot->region);
+    slot->region = {};
+  }
+  if (s != Status::ok)
+    PIER_LOG(warn, "port", "port {}: message from node {} did not land: {}", id,
+             slot->event.sender_node_id, to_string(s));
+  slot->ready = true;
+}
+
+void Port::Impl::close_receiver() noexcept {
+  for (Stream* s : live_streams) {
+    flush_stream(s);
+    while (Held* x = s->held.pop()) {
+      if (x->handle == nullptr) {
+        (void)send_control(s->priority, s->node, s->port,
+                           encode_control(Control::ack, Status::ok, 1), nullptr, 0, 0);
+      } else {
+        (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+        (void)send_control(s->priority, s->node, s->port,
+                           encode_control(Control::nack, Status::closed, 0), nullptr, 0, 0);
+      }
+      helds.release(x);
+    }
+  }
+  waiting = 0;
+  for (auto& r : ranges)
+    if (r.used && core().invalidate(r.region) == Status::ok) r.used = false;
+}
+
+}  // namespace pier::port

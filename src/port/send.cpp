@@ -1,0 +1,373 @@
+// pier::port, sender side: ops (one per send token in use) on connections
+// (priority, target node, target port). An op completes when the target
+// answered it (ack, nack or get data, positional: control.hpp) and the core
+// finalized our send. A failure disables the connection until one resume or
+// drop per reported failure (G10).
+#include "base/log.hpp"
+#include "port/impl.hpp"
+
+namespace pier::port {
+
+namespace {
+
+void* tagged(void* p, CookieTag t) {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) |
+                                 static_cast<std::uintptr_t>(t));
+}
+
+bool is_control(OpKind k) {
+  return k == OpKind::resume || k == OpKind::drop;
+}
+
+/// What a send that could not reach its target reports.
+Status unreachable(Status) {
+  return Status::broken;
+}
+
+}  // namespace
+
+Connection* Port::Impl::connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                                   bool create) noexcept {
+  const std::uint64_t key = link_key(priority, node_id, port);
+  if (std::uint32_t h = conn_index.find(key); h != KeyIndex::npos)
+    return conns.lookup(static_cast<base::Pool<Connection>::Handle>(h));
+  if (!create) return nullptr;
+  Connection* c = conns.acquire();
+  if (c == nullptr) return nullptr;
+  c->key = key;
+  c->node = node_id;
+  c->port = port;
+  c->priority = priority;
+  (void)conn_index.insert(key, static_cast<std::uint32_t>(conns.handle_of(c)));
+  live_conns.push_back(c);
+  return c;
+}
+
+Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t priority,
+                         std::uint32_t node_id, unsigned port, std::byte* local,
+                         std::uint64_t remote, std::size_t length, unsigned size) noexcept {
+  if (closed) return Status::not_initialized;
+  if (priority >= priority_count || node_id >= core().size() || port > 0xffff ||
+      length > max_message || (length > 0 && local == nullptr))
+    return Status::invalid_argument;
+  if (kind == OpKind::send &&
+      (size < min_size || size > max_size || length > max_length_for_size(size)))
+    return Status::invalid_argument;
+  if (send_held == 0) return Status::no_resource;
+  Connection* c = connection(priority, node_id, static_cast<std::uint16_t>(port), true);
+  if (c == nullptr) return Status::no_resource;
+  Op* op = ops.acquire();
+  if (op == nullptr) return Status::no_resource;
+  op->kind = kind;
+  op->owner = this;
+  op->done = done;
+  op->conn = c;
+  op->size = static_cast<std::uint8_t>(size);
+  op->local = local;
+  op->remote = remote;
+  op->length = static_cast<std::uint32_t>(length);
+  if (length > 0) {
+    auto r = core().validate(local, length);
+    if (!r) {
+      ops.release(op);
+      return r.status();
+    }
+    op->region = *r;
+  }
+  --send_held;
+  c->queued.push(op);
+  drain(c);
+  return Status::ok;
+}
+
+Status Port::Impl::resume_or_drop(bool drop, const Completion& done, std::uint8_t priority,
+                                  std::uint32_t node_id, unsigned port) noexcept {
+  if (closed) return Status::not_initialized;
+  if (priority >= priority_count || node_id >= core().size() || port > 0xffff)
+    return Status::invalid_argument;
+  Connection* c = connection(priority, node_id, static_cast<std::uint16_t>(port), false);
+  if (c == nullptr || c->failures == 0) return Status::invalid_argument;
+  if (send_held == 0) return Status::no_resource;
+  Op* op = ops.acquire();
+  if (op == nullptr) return Status::no_resource;
+  op->kind = drop ? OpKind::drop : OpKind::resume;
+  op->owner = this;
+  op->done = done;
+  op->conn = c;
+  --send_held;
+  --c->failures;
+  Fifo<Op> next;
+  next.push(op);  // the control goes first: the target must see it before what follows
+  if (drop) {
+    for (Fifo<Op>* list : {&c->parked, &c->queued})
+      while (Op* o = list->pop()) {
+        o->replied = true;
+        o->reply_status = Status::dropped;
+        complete(o);
+      }
+  } else if (c->failures == 0) {
+    next.splice(c->parked);
+  }
+  next.splice(c->queued);
+  c->queued = next;
+  drain(c);
+  return Status::ok;
+}
+
+Status Port::Impl::post(Op* op) noexcept {
+  Connection* c = op->conn;
+  wire::PortHeader h;
+  h.priority = c->priority;
+  h.sending_port = static_cast<std::uint16_t>(id);
+  h.receiving_port = c->port;
+  h.length = op->length;
+  bool payload = false;
+  switch (op->kind) {
+    case OpKind::send:
+      h.kind = wire::PortKind::send;
+      h.size_class = op->size;
+      h.tag = static_cast<std::uint64_t>(ops.handle_of(op));
+      payload = true;
+      break;
+    case OpKind::put:
+      h.kind = wire::PortKind::put;
+      h.remote_address = op->remote;
+      payload = true;
+      break;
+    case OpKind::get:
+      h.kind = wire::PortKind::get_request;
+      h.remote_address = op->remote;
+      h.cookie = static_cast<std::uint64_t>(ops.handle_of(op));
+      break;
+    case OpKind::resume:
+    case OpKind::drop:
+      h.kind = wire::PortKind::get_reply;
+      h.length = 0;
+      h.cookie =
+          encode_control(op->kind == OpKind::drop ? Control::drop : Control::resume, Status::ok, 0);
+      break;
+  }
+  std::array<std::byte, wire::PortHeader::size> bytes{};
+  if (!wire::encode(h, bytes)) return Status::internal;
+  core::SendArgs a;
+  a.cookie = tagged(op, CookieTag::op_send);
+  a.peer = c->node;
+  a.priority = c->priority;
+  a.source_port = h.sending_port;
+  a.destination_port = h.receiving_port;
+  a.upper = wire::Upper::port;
+  a.header = bytes;
+  if (payload && op->length > 0) {
+    a.region = &op->region;
+    a.length = op->length;
+  }
+  Status s = core().send(a);
+  if (s == Status::ok) {
+    op->core_busy = true;
+    ++pinned;
+    c->in_flight.push(op);
+  }
+  return s;
+}
+
+void Port::Impl::drain(Connection* c) noexcept {
+  while (Op* op = c->queued.head) {
+    // Controls go out even while the connection is disabled: they are what
+    // enables it again at the target.
+    if (c->failures > 0 && !is_control(op->kind)) break;
+    c->queued.pop();
+    Status s = post(op);
+    if (s == Status::ok) continue;
+    if (s == Status::no_resource) {
+      c->queued.push_front(op);
+      if (!c->on_retry) {
+        c->on_retry = true;
+        c->next = retry_head;
+        retry_head = c;
+      }
+      return;
+    }
+    fail_or_park(c, op, unreachable(s));
+  }
+}
+
+void Port::Impl::retry_sends() noexcept {
+  Connection* list = retry_head;
+  retry_head = nullptr;
+  while (Connection* c = list) {
+    list = c->next;
+    c->on_retry = false;
+    c->next = nullptr;
+    drain(c);
+  }
+}
+
+void Port::Impl::fail_or_park(Connection* c, Op* op, Status why) noexcept {
+  if (is_control(op->kind)) {
+    // The target is gone: nothing to enable there; the token comes back.
+    op->replied = true;
+    op->reply_status = Status::ok;
+    return complete(op);
+  }
+  if (c->failures == 0) {
+    ++c->failures;
+    op->counted = true;
+    op->replied = true;
+    op->reply_status = why;
+    return complete(op);
+  }
+  // Already disabled: this op waits like a queued one for resume or drop.
+  op->replied = false;
+  op->core_busy = false;
+  op->local_status = Status::ok;
+  c->parked.push(op);
+}
+
+void Port::Impl::on_send_finalized(Op* op, Status s) noexcept {
+  --pinned;
+  op->core_busy = false;
+  if (s != Status::ok) op->local_status = s;
+  if (closed) {
+    if (!op->landing) {
+      if (op->region.handle) (void)core().invalidate(op->region);
+      ops.release(op);
+    }
+    return;
+  }
+  settle(op->conn);
+}
+
+void Port::Impl::on_landing_finalized(Op* op, Status s) noexcept {
+  --pinned;
+  op->landing = false;
+  if (s != Status::ok) op->local_status = s;
+  if (closed) {
+    if (!op->core_busy) {
+      if (op->region.handle) (void)core().invalidate(op->region);
+      ops.release(op);
+    }
+    return;
+  }
+  settle(op->conn);
+}
+
+/// Completes the ops at the head of `c` that are done, in order.
+void Port::Impl::settle(Connection* c) noexcept {
+  while (Op* op = c->in_flight.head) {
+    if (op->core_busy || op->landing) return;
+    if (op->replied && op->reply_status == Status::in_progress) {
+      // A nack for an op behind a failure: it waits for resume or drop.
+      c->in_flight.pop();
+      fail_or_park(c, op, Status::broken);
+      continue;
+    }
+    if (op->replied) {
+      c->in_flight.pop();
+      complete(op);
+      continue;
+    }
+    if (op->local_status != Status::ok) {
+      c->in_flight.pop();
+      fail_or_park(c, op, unreachable(op->local_status));
+      continue;
+    }
+    return;  // waits for the target's answer
+  }
+}
+
+void Port::Impl::complete(Op* op) noexcept {
+  Connection* c = op->conn;
+  if (op->region.handle) {
+    (void)core().invalidate(op->region);
+    op->region = {};
+  }
+  Status st = Status::ok;
+  if (!is_control(op->kind)) {
+    st = op->reply_status != Status::ok   ? op->reply_status
+         : op->local_status != Status::ok ? unreachable(op->local_status)
+                                          : Status::ok;
+    if (st != Status::ok && st != Status::dropped && !op->counted) {
+      // Data lost after the target accepted it: a reported failure too.
+      ++c->failures;
+      op->counted = true;
+    }
+  }
+  op->reply_status = st;
+  op->conn = nullptr;
+  push_sent(op);
+}
+
+/// The first op of `c` the target has not answered yet.
+static Op* first_unanswered(Connection* c) noexcept {
+  for (Op* op = c->in_flight.head; op != nullptr; op = op->next)
+    if (!op->replied) return op;
+  return nullptr;
+}
+
+void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+  Connection* c = connection(h.priority, a.source, h.sending_port, false);
+  auto control = decode_control(h.cookie);
+  if (!control) {
+    // Get data: the cookie names the op, which must be the next unanswered.
+    Op* op = ops.lookup(static_cast<base::Pool<Op>::Handle>(h.cookie & 0xffff'ffff));
+    if (c == nullptr || op == nullptr || op != first_unanswered(c) || op->kind != OpKind::get ||
+        h.length != op->length || h.cookie > 0xffff'ffff) {
+      PIER_LOG(debug, "port", "port {}: get reply from node {} matches no get", id, a.source);
+      (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+      return;
+    }
+    op->replied = true;
+    op->reply_status = Status::ok;
+    if (op->length == 0) {
+      (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    } else if (core().recv(a.handle, tagged(op, CookieTag::op_landing), &op->region, 0, op->length,
+                           op->length) == Status::ok) {
+      op->landing = true;
+      ++pinned;
+    } else {
+      op->reply_status = Status::internal;
+    }
+    return settle(c);
+  }
+  (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+  if (c == nullptr) return;
+  if (control->code == Control::ack) {
+    for (std::uint32_t i = 0; i < control->count; ++i) {
+      Op* op = first_unanswered(c);
+      if (op == nullptr) break;
+      op->replied = true;
+      op->reply_status = Status::ok;
+    }
+  } else if (Op* op = first_unanswered(c)) {
+    op->replied = true;
+    if (is_control(op->kind) || control->status == Status::ok) {
+      op->reply_status = Status::ok;
+    } else if (control->status == Status::dropped) {
+      op->reply_status = Status::dropped;
+    } else if (c->failures == 0) {
+      ++c->failures;
+      op->counted = true;
+      op->reply_status = control->status;
+    } else {
+      op->reply_status = Status::in_progress;  // park it in settle()
+    }
+  }
+  settle(c);
+}
+
+void Port::Impl::check_gates() noexcept {
+  for (Connection* c : live_conns) {
+    bool unanswered = false;
+    for (Op* op = c->in_flight.head; op != nullptr; op = op->next)
+      unanswered |= !op->replied && !op->core_busy;
+    if (!unanswered) continue;
+    auto info = core().gate_info(c->node);
+    if (info && info->failure == Status::ok) continue;
+    // The target's gate failed: no answer will come.
+    for (Op* op = c->in_flight.head; op != nullptr; op = op->next)
+      if (!op->replied && !op->core_busy) op->local_status = Status::broken;
+    settle(c);
+  }
+}
+
+}  // namespace pier::port
