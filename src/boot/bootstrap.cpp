@@ -1,5 +1,6 @@
 // pier::boot: back-end selection and the parts every back end shares.
 #include "boot/backends.hpp"
+#include "boot/pmix.hpp"
 #include "boot/proto.hpp"
 
 #include "base/config.hpp"
@@ -16,8 +17,8 @@ inline const config::IntKey run_rank{"RUN_RANK", -1, -1, (1 << 24) - 1,
                                      "rank of this process in its pier-run job (set by pier-run)"};
 inline const config::IntKey run_size{"RUN_SIZE", 0, 0, 1 << 24,
                                      "number of processes in the pier-run job (set by pier-run)"};
-inline const config::StringKey boot_method{"BOOT_METHOD", "auto",
-                                           "bootstrap back end: auto, pier-run or singleton"};
+inline const config::StringKey boot_method{
+    "BOOT_METHOD", "auto", "bootstrap back end: auto, pier-run, pmix, pmi or singleton"};
 inline const config::IntKey boot_timeout{
     "BOOT_TIMEOUT", 30, 1, 3600,
     "seconds allowed to reach the launcher and complete the version handshake"};
@@ -32,12 +33,18 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::open() {
   const std::string method = boot_method.get();
   const std::string socket = run_socket.get();
   const bool launched = !socket.empty();
+  // External launchers (boot/pmix.hpp); pier-run's own socket wins in auto.
+  const std::string_view external =
+      method == "auto" && !launched ? detect_external() : std::string_view(method);
+  if (external == "pmix" || external == "pmi")
+    return open_external(external, Clock::now() + std::chrono::seconds(boot_timeout.get()));
   if (method == "singleton" || (method == "auto" && !launched)) {
     PIER_LOG(debug, "boot", "singleton: rank 0 of 1");
     return open_singleton();
   }
   if (method != "pier-run" && method != "auto") {
-    PIER_LOG(error, "boot", "unknown PIER_BOOT_METHOD '{}' (expected auto, pier-run or singleton)",
+    PIER_LOG(error, "boot",
+             "unknown PIER_BOOT_METHOD '{}' (expected auto, pier-run, pmix, pmi or singleton)",
              method);
     return Status::invalid_argument;
   }
