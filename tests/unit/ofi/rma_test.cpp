@@ -1,0 +1,172 @@
+// pier ofi: the RMA rendezvous. Registrations live exactly as long as their
+// posted receive, so a buffer freed and mapped again at the same address
+// never meets an old registration, and a stale or canceled rdv_data is never
+// followed into memory.
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include <cstring>
+
+#include "drivers/ofi/codec.hpp"
+#include "ofi_helpers.hpp"
+
+namespace pier::drivers::ofi::test {
+namespace {
+
+class OfiRma : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const Status sx = make_node(GetParam(), x_);
+    if (sx == Status::unsupported) {
+      GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+    }
+    ASSERT_EQ(sx, Status::ok);
+    ASSERT_EQ(make_node(GetParam(), y_), Status::ok);
+    if (!x_.props.caps.rdv_data) {
+      GTEST_SKIP() << "no RMA rendezvous on " << GetParam();
+    }
+    ASSERT_EQ(connect(x_, y_, Track::large, l_), Status::ok);
+  }
+  void TearDown() override {
+    l_ = {};
+    for (Node* n : {&y_, &x_}) {
+      if (n->ctx) {
+        EXPECT_EQ(n->ctx->close(), Status::ok);
+      }
+    }
+  }
+
+  /// Sends `src` with the given rdv data into the receive `r` posted on b.
+  Status send_into(std::span<std::byte> src, const Packet& rdv_from, Packet& r, Status* rs) {
+    ::iovec siov{src.data(), src.size()};
+    Packet s;
+    s.set_iovec(&siov, 1);
+    s.rdv_data = rdv_from.rdv_data;
+    s.rdv_len = rdv_from.rdv_len;
+    Status ss = l_.a->send_post(s);
+    if (!is_success(ss)) return ss;
+    *rs = Status::in_progress;
+    if (Status d = finish(*l_.a, s, &ss, *l_.b, r, rs); d != Status::ok) return d;
+    return ss;
+  }
+
+  Node x_, y_;
+  Link l_;
+};
+
+constexpr std::size_t mib = 1 << 20;
+
+TEST_P(OfiRma, RemappedBufferNeverMeetsAnOldRegistration) {
+  void* at = ::mmap(nullptr, mib, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(at, MAP_FAILED);
+  std::span<std::byte> region(static_cast<std::byte*>(at), mib);
+  std::vector<std::byte> src(mib), other(mib);
+
+  // First life of the buffer: a normal rendezvous.
+  ::iovec riov{region.data(), mib};
+  Packet r1;
+  r1.set_iovec(&riov, 1);
+  ASSERT_EQ(l_.b->recv_post(r1), Status::in_progress);
+  ASSERT_GT(r1.rdv_len, 0);
+  fill(src, 1);
+  Status rs = Status::in_progress;
+  ASSERT_EQ(send_into(src, r1, r1, &rs), Status::ok);
+  ASSERT_EQ(rs, Status::ok);
+  EXPECT_TRUE(same(region, 1));
+
+  // Freed and mapped again at the same address: fresh, zeroed pages.
+  ASSERT_EQ(::munmap(at, mib), 0);
+  void* again = ::mmap(at, mib, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (again != at) {
+    if (again != MAP_FAILED) ::munmap(again, mib);
+    GTEST_SKIP() << "cannot map at the same address again";
+  }
+  // Second life: the new pages get a registration of their own, never the
+  // first one (libfabric's tcp and shm providers would write through a stale
+  // key into whatever is mapped there, so none is kept).
+  Packet r3;
+  r3.set_iovec(&riov, 1);
+  ASSERT_EQ(l_.b->recv_post(r3), Status::in_progress);
+  ASSERT_GT(r3.rdv_len, 0);
+  // tcp and shm let pier choose keys, so a cached registration would show
+  // as the same key for the same address.
+  ASSERT_TRUE(decode_rdv(r1).has_value() && decode_rdv(r3).has_value());
+  EXPECT_EQ(decode_rdv(r3)->address, decode_rdv(r1)->address);
+  EXPECT_NE(decode_rdv(r3)->key, decode_rdv(r1)->key) << "the old registration came back";
+  fill(src, 3);
+  ASSERT_EQ(send_into(src, r3, r3, &rs), Status::ok);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_TRUE(same(region, 3));
+  ::munmap(at, mib);
+}
+
+TEST_P(OfiRma, CanceledReceiveLeavesTheNextRendezvousWhole) {
+  std::vector<std::byte> first(mib, std::byte{0x5a}), second(mib), src(mib);
+  ::iovec iov1{first.data(), mib}, iov2{second.data(), mib};
+  Packet r1, r2;
+  r1.set_iovec(&iov1, 1);
+  r2.set_iovec(&iov2, 1);
+  ASSERT_EQ(l_.b->recv_post(r1), Status::in_progress);
+  ASSERT_EQ(l_.b->recv_cancel(r1), Status::ok);
+  ASSERT_EQ(l_.b->recv_poll(r1), Status::canceled);
+  ASSERT_EQ(l_.b->recv_post(r2), Status::in_progress);
+  fill(src, 4);
+  Status rs = Status::in_progress;
+  ASSERT_EQ(send_into(src, r2, r2, &rs), Status::ok);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_TRUE(same(second, 4));
+  EXPECT_TRUE(std::all_of(first.begin(), first.end(), [](std::byte b) {
+    return b == std::byte{0x5a};
+  })) << "the canceled receive's buffer was written";
+}
+
+TEST_P(OfiRma, ForgedRendezvousGoesByMessage) {
+  std::vector<std::byte> dst(mib), src(mib);
+  ::iovec riov{dst.data(), mib};
+  Packet r, forged;
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(l_.b->recv_post(r), Status::in_progress);
+  forged.rdv_data.fill(std::byte{0xa5});
+  forged.rdv_len = r.rdv_len;
+  fill(src, 6);
+  Status rs = Status::in_progress;
+  ASSERT_EQ(send_into(src, forged, r, &rs), Status::ok);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_EQ(r.length, mib);
+  EXPECT_TRUE(same(dst, 6));
+}
+
+TEST_P(OfiRma, LongerSendTruncatesIntoTheRegisteredReceive) {
+  std::vector<std::byte> dst(1001, std::byte{0xee}), src(5000);
+  ::iovec riov{dst.data(), 1000};
+  Packet r;
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(l_.b->recv_post(r), Status::in_progress);
+  fill(src, 5);
+  Status rs = Status::in_progress;
+  ASSERT_EQ(send_into(src, r, r, &rs), Status::ok);
+  EXPECT_EQ(rs, Status::truncated);
+  EXPECT_EQ(r.length, 1000u);
+  EXPECT_TRUE(same({dst.data(), 1000}, 5));
+  EXPECT_EQ(dst[1000], std::byte{0xee}) << "wrote past the receive";
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, OfiRma, ::testing::ValuesIn(providers()),
+                         [](const auto& p) { return p.param; });
+
+TEST(OfiUrl, AnotherProvidersUrlIsRefused) {
+  Node tcp, shm;
+  if (make_node("tcp", tcp) != Status::ok || make_node("shm", shm) != Status::ok) {
+    GTEST_SKIP() << "needs both tcp and shm";
+  }
+  auto inst = tcp.ctx->open_instance(Track::small);
+  ASSERT_TRUE(inst.has_value());
+  EXPECT_EQ((*inst)->connect_async(shm.url), Status::invalid_argument);
+  inst->reset();
+  EXPECT_EQ(tcp.ctx->close(), Status::ok);
+  EXPECT_EQ(shm.ctx->close(), Status::ok);
+}
+
+}  // namespace
+}  // namespace pier::drivers::ofi::test
