@@ -31,10 +31,21 @@ void Lib::release_msg(Msg* m) noexcept {
   }
 }
 
+namespace {
+// The reply's data may land before the request's own finalize runs, so the
+// two completions of one initiator message carry different cookies: the
+// message, and the message with its low bit set (message states are
+// aligned, the bit is free).
+void* reply_cookie(Msg* m) {
+  return reinterpret_cast<std::byte*>(m) + 1;
+}
+}  // namespace
+
 void Lib::lib_finalize(void* cookie, Status status) noexcept {
-  auto* m = static_cast<Msg*>(cookie);
+  auto bits = reinterpret_cast<std::uintptr_t>(cookie);
+  auto* m = reinterpret_cast<Msg*>(bits & ~std::uintptr_t{1});
   if (!m->initiator) return finish_target(m, status);
-  if (m->phase == Phase::init_reply) {
+  if (bits & 1) {
     m->answered = true;
     if (status != Status::ok) m->answer_fail = PTL_NI_UNDELIVERABLE;
     if (m->sent) deliver_answer(m);
@@ -254,9 +265,9 @@ void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noe
     m->phase = Phase::init_reply;
     Status s;
     if (n <= b.segments[i].extent - in) {
-      s = core_.recv(a.handle, m, &b.segments[i], in, n, a.length);
+      s = core_.recv(a.handle, reply_cookie(m), &b.segments[i], in, n, a.length);
     } else {
-      s = core_.recv(a.handle, m, &bounce_region_, bounce_offset(m), n, a.length);
+      s = core_.recv(a.handle, reply_cookie(m), &bounce_region_, bounce_offset(m), n, a.length);
     }
     if (s != Status::ok) {
       m->phase = Phase::init_send;
