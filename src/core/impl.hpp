@@ -96,6 +96,10 @@ class Core::Impl {
   // --- rendezvous (rendezvous.cpp) ---
   Status rdv_send(SendMsg& m) noexcept;
   void rdv_send_step(SendMsg& m) noexcept;
+  /// send_prefetch() of the whole message on the primary rail's large track.
+  void prefetch(SendMsg& m) noexcept;
+  /// Undoes any send_prefetch() of the message not consumed by a post.
+  void unfetch(SendMsg& m) noexcept;
   Status rts_arrival(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
                      int slot) noexcept;
   Status rtr_arrival(Gate& gate, const wire::FrameHeader& h,

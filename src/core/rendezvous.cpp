@@ -47,6 +47,7 @@ SendState send_sent(Impl&, SendMsg&) noexcept {
 }
 SendState send_wait_rtr(Impl& core, SendMsg& m) noexcept {
   if (!m.acked || m.active_chunks != 0) return SendState::wait_rtr;
+  core.unfetch(m);                  // a prefetch no transfer used (truncated to nothing)
   core.complete_send(m, m.status);  // releases m
   return SendState::completed;
 }
@@ -139,6 +140,36 @@ Status Core::Impl::rdv_send(SendMsg& m) noexcept {
   return Status::ok;
 }
 
+void Core::Impl::prefetch(SendMsg& m) noexcept {
+  Gate& gate = *m.gate;
+  if (m.chunks[0] != nullptr) return;  // once per message
+  // The rts is out: let the driver prepare the whole message (pin,
+  // register) on the rail most likely to carry it while rts and rtr travel.
+  if (Rail* rail = gate.primary_rail(); rail && rail->props.caps.prefetch) {
+    Chunk* c = chunks_.acquire();
+    if (c != nullptr) {
+      m.chunks[0] = c;
+      c->owner = &m;
+      c->rail = gate.primary;
+      c->offset = 0;
+      c->length = m.length;
+      c->iov = {const_cast<std::byte*>(m.data), m.length};
+      c->pkt.set_iovec(&c->iov, 1);
+      c->prefetched = rail->large->send_prefetch(c->pkt) == Status::ok;
+      stats_.prefetches += c->prefetched;
+    }
+  }
+}
+
+void Core::Impl::unfetch(SendMsg& m) noexcept {
+  for (Chunk* c : m.chunks) {
+    if (c == nullptr || !c->prefetched) continue;
+    c->prefetched = false;
+    Rail& rail = m.gate->rails[c->rail];
+    if (rail_usable(rail)) (void)rail.large->send_unfetch(c->pkt);
+  }
+}
+
 Status Core::Impl::rts_arrival(Gate& gate, const wire::FrameHeader& h,
                                std::span<const std::byte> payload, int slot) noexcept {
   auto rts = wire::RtsHeader::decode(payload);
@@ -229,7 +260,7 @@ Status Core::Impl::rtr_arrival(Gate& gate, const wire::FrameHeader& h,
   if (!rail_usable(rail)) return Status::ok;  // the receiver re-requests once it sees the rail die
   Chunk** free_chunk = nullptr;
   for (Chunk*& p : m->chunks) {
-    if (p == nullptr || p->state == Chunk::State::lost) {
+    if (p == nullptr || p->state == Chunk::State::lost || p->state == Chunk::State::unused) {
       if (!free_chunk) free_chunk = &p;
     } else if (p->offset == rtr->offset && p->length == rtr->length &&
                p->rail == h.destination_port) {
@@ -240,12 +271,22 @@ Status Core::Impl::rtr_arrival(Gate& gate, const wire::FrameHeader& h,
   // The pool holds max_chunks per message state: never empty here.
   if (*free_chunk == nullptr) *free_chunk = chunks_.acquire();
   Chunk& c = **free_chunk;
+  // A prefetch serves only the transfer it described; anything else undoes it.
+  const bool keep = c.prefetched && c.rail == h.destination_port && c.offset == rtr->offset &&
+                    c.length == rtr->length;
+  if (c.prefetched && !keep) {
+    c.prefetched = false;
+    Rail& was = gate.rails[c.rail];
+    if (rail_usable(was)) (void)was.large->send_unfetch(c.pkt);
+  }
   c.state = Chunk::State::queued;
   c.owner = m;
   c.rail = static_cast<std::uint8_t>(h.destination_port);
   c.offset = rtr->offset;
   c.length = rtr->length;
-  c.pkt = driver::Packet{};
+  if (!keep) c.pkt = driver::Packet{};
+  stats_.prefetch_hits += keep;
+  c.prefetched = false;  // the post consumes it
   c.pkt.rdv_len = rtr->rdv_len;
   std::memcpy(c.pkt.rdv_data.data(), rtr->rdv_data.data(), rtr->rdv_len);
   ++m->active_chunks;

@@ -162,6 +162,7 @@ void Core::Impl::flush(Gate& gate) noexcept {
       if (st == Status::no_resource) break;
       prio.pending.pop();
       m->state = SendState::posted;
+      if (m->rendezvous) prefetch(*m);
       if (st == Status::ok) on_small_sent(gate, m->small, Status::ok);
     }
     const std::uint32_t threshold = std::max<std::uint32_t>(1, settings_.credits / 2);

@@ -60,7 +60,8 @@ struct Ctrl {
 struct Chunk {
   enum class State : std::uint8_t { unused, queued, posted, done, lost };
   State state = State::unused;
-  bool rtr_sent = false;  ///< receiver side: the ready-to-receive left
+  bool rtr_sent = false;    ///< receiver side: the ready-to-receive left
+  bool prefetched = false;  ///< sender side: send_prefetch()ed, not yet posted
   std::uint8_t rail = 0;
   Chunk* next = nullptr;
   void* owner = nullptr;  ///< SendMsg (send side) or Incoming (receive side)

@@ -222,3 +222,30 @@ TEST(Sizes, HotObjectsStayWithinBudget) {
 
 }  // namespace
 }  // namespace pier::core::test
+
+namespace pier::core::test {
+namespace {
+
+/// self advertises prefetch: a rendezvous prefetches the whole message and
+/// the single-rail transfer posts that very packet; a split undoes it.
+TEST(Rendezvous, PrefetchIsConsumedOrUndone) {
+  for (const char* drivers : {"self", "self+self"}) {
+    SCOPED_TRACE(drivers);
+    config::ScopedSet split_min("CORE_SPLIT_MIN", "64k");
+    Cluster c(2, drivers);
+    ASSERT_EQ(c.status, Status::ok);
+    auto data = pattern(1 << 20, 5);
+    ASSERT_EQ(c.send(0, 1, data, reinterpret_cast<void*>(0x77)), Status::ok);
+    ASSERT_TRUE(c.run_until([&] {
+      return c.clients[1]->finalized.size() == 1 && c.clients[0]->finalized.size() == 1;
+    }));
+    EXPECT_EQ(c.clients[1]->buffers[0], data);
+    EXPECT_EQ(c.clients[0]->finalized[0].second, Status::ok);
+    const Stats s = c.cores[0]->stats();
+    EXPECT_EQ(s.prefetches, 1u);
+    EXPECT_EQ(s.prefetch_hits, std::string(drivers) == "self" ? 1u : 0u);
+  }
+}
+
+}  // namespace
+}  // namespace pier::core::test
