@@ -34,6 +34,7 @@ class Sink {
 
 struct Options {
   bool config = false;
+  bool init_drivers = true;  ///< bring each driver up (and close it) to learn if it runs
 };
 
 /// Version, build type, compiler and sanitizer.
@@ -42,5 +43,11 @@ void section_build(Sink& out, const Options& options);
 void section_config(Sink& out, const Options& options);
 /// PIER_ environment variables that name no key, with suggestions.
 void section_environment(Sink& out, const Options& options);
+/// Every built-in driver: usable or why not, capabilities, profile.
+void section_drivers(Sink& out, const Options& options);
+/// The core's protocol thresholds (CORE_* keys as the core reads them).
+void section_thresholds(Sink& out, const Options& options);
+/// The bootstrap back end this process would use, and whether PMIx is built.
+void section_bootstrap(Sink& out, const Options& options);
 
 }  // namespace pier::tools::info

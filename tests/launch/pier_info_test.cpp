@@ -1,0 +1,108 @@
+// tests/launch: pier-info --json parses, names every built-in driver (the
+// registry linked here is the reference), reports why a driver cannot run,
+// and names the bootstrap a launched process would use.
+#include "run_command.hpp"
+
+#include <pier/driver.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+namespace pier::multiproc {
+namespace {
+
+using nlohmann::json;
+
+/// pier-info's stdout alone (logs go to stderr, which run_command mixes in,
+/// so the report is asked to go through a file).
+json info_json(std::vector<std::string> args, std::vector<std::string> env = {},
+               bool under_pier_run = false) {
+  const std::string path = "/tmp/pier-info-test." + std::to_string(::getpid()) + ".json";
+  std::string command = std::string("\"") + PIER_INFO_PATH + "\" --json";
+  for (const auto& a : args) command += " " + a;
+  command += " > " + path;
+  RunSpec spec;
+  spec.argv = {"/bin/sh", "-c", command};
+  if (under_pier_run)
+    spec.argv.insert(spec.argv.begin(), {PIER_RUN_PATH, "-n", "1", "--timeout", "60"});
+  spec.env = std::move(env);
+  spec.limit = std::chrono::seconds(90);
+  const Outcome o = run_command(spec);
+  EXPECT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return json();
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  std::remove(path.c_str());
+  return json::parse(text);  // throws, failing the test, on malformed JSON
+}
+
+const json* find_driver(const json& root, std::string_view name) {
+  for (const json& d : root.at("drivers").at("drivers"))
+    if (d.at("name") == name) return &d;
+  return nullptr;
+}
+
+TEST(PierInfo, JsonNamesEveryBuiltInDriverWithCapsAndProfile) {
+  const json root = info_json({});
+  EXPECT_TRUE(root.at("drivers").at("probed_with_init").get<bool>());
+  std::set<std::string> listed;
+  for (const json& d : root.at("drivers").at("drivers")) listed.insert(d.at("name"));
+  std::set<std::string> built;
+  for (const auto& e : driver::builtin_drivers()) built.insert(std::string(e.name));
+  EXPECT_EQ(listed, built);
+  ASSERT_TRUE(built.count("self"));
+  const json& self = *find_driver(root, "self");
+  EXPECT_TRUE(self.at("usable").get<bool>()) << self.dump();
+  EXPECT_EQ(self.at("reason"), "");
+  EXPECT_GT(self.at("url_bytes").get<std::size_t>(), 0u);
+  EXPECT_GE(self.at("caps").at("max_iov").get<std::uint32_t>(), 1u);
+  EXPECT_GT(self.at("profile").at("bandwidth_mbps").get<std::uint32_t>(), 0u);
+  for (const json& d : root.at("drivers").at("drivers")) {
+    if (!d.at("usable").get<bool>()) {
+      EXPECT_NE(d.at("reason"), "") << d.dump();
+    }
+  }
+}
+
+TEST(PierInfo, JsonHasThresholdsAndBootstrap) {
+  const json root = info_json({}, {"PIER_CORE_SPLIT_MIN=1m", "PIER_CORE_CREDITS=7"});
+  const json& t = root.at("thresholds");
+  EXPECT_EQ(t.at("split_min").get<std::size_t>(), 1u << 20);
+  EXPECT_EQ(t.at("credits").get<std::uint32_t>(), 7u);
+  EXPECT_TRUE(t.at("eager_limit_auto").get<bool>());
+  EXPECT_EQ(root.at("bootstrap").at("would_use"), "singleton");
+  EXPECT_EQ(root.at("bootstrap").at("pmix_built").get<bool>(), LAUNCH_HAVE_PMIX);
+}
+
+TEST(PierInfo, UnusableDriverComesWithItsReason) {
+  // An interface that does not exist: tcp cannot come up.
+  const json root = info_json({}, {"PIER_TCP_IFACE=pier-nosuch0"});
+  const json* tcp = find_driver(root, "tcp");
+  if (!tcp) GTEST_SKIP() << "tcp driver not built";
+  EXPECT_FALSE(tcp->at("usable").get<bool>()) << tcp->dump();
+  EXPECT_NE(tcp->at("reason").get<std::string>().find("init() failed"), std::string::npos)
+      << tcp->dump();
+  EXPECT_TRUE(find_driver(root, "self")->at("usable").get<bool>());
+}
+
+TEST(PierInfo, NoInitDescribesWithoutBringingUp) {
+  const json root = info_json({"--no-init"});
+  EXPECT_FALSE(root.at("drivers").at("probed_with_init").get<bool>());
+  const json& self = *find_driver(root, "self");
+  EXPECT_TRUE(self.contains("caps"));
+  EXPECT_FALSE(self.contains("url_bytes"));
+}
+
+TEST(PierInfo, UnderPierRunNamesPierRunAsTheBootstrap) {
+  const json root = info_json({}, {}, /*under_pier_run=*/true);
+  EXPECT_EQ(root.at("bootstrap").at("would_use"), "pier-run");
+}
+
+}  // namespace
+}  // namespace pier::multiproc
