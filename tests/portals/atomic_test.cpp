@@ -1,0 +1,294 @@
+// PORTALS4.md §6.11-§6.13: atomics, triggered operations, size limits.
+#include <complex>
+#include <cstdint>
+
+#include "fixture.hpp"
+
+namespace pier::portals::test {
+namespace {
+
+class Atomics : public Portals {
+ protected:
+  void SetUp() override {
+    Portals::SetUp();
+    append(me(target_, sizeof target_, PTL_ME_OP_PUT | PTL_ME_OP_GET));
+    (void)next_event(teq_);
+    put_md_ = bind(source_, sizeof source_);
+    get_md_ = bind(fetched_, sizeof fetched_);
+  }
+  /// Waits for the ACK of an atomic (or the REPLY of a fetch).
+  void finish(ptl_event_kind_t kind) {
+    auto evs = events_until(ieq_, kind);
+    ASSERT_FALSE(evs.empty());
+    ASSERT_EQ(evs.back().type, kind);
+    EXPECT_EQ(evs.back().ni_fail_type, PTL_NI_OK);
+  }
+  template <class T>
+  void atomic(ptl_op_t op, ptl_datatype_t type, std::size_t n) {
+    ASSERT_EQ(
+        PtlAtomic(put_md_, 0, n * sizeof(T), PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, op, type),
+        PTL_OK);
+    finish(PTL_EVENT_ACK);
+  }
+  template <class T>
+  T* t() {
+    return reinterpret_cast<T*>(target_);
+  }
+  template <class T>
+  T* s() {
+    return reinterpret_cast<T*>(source_);
+  }
+  template <class T>
+  T* f() {
+    return reinterpret_cast<T*>(fetched_);
+  }
+
+  alignas(16) unsigned char target_[256]{};
+  alignas(16) unsigned char source_[256]{};
+  alignas(16) unsigned char fetched_[256]{};
+  ptl_handle_md_t put_md_ = PTL_INVALID_HANDLE, get_md_ = PTL_INVALID_HANDLE;
+};
+
+TEST_P(Atomics, R_A1_LegalityTable) {
+  auto call = [&](ptl_op_t op, ptl_datatype_t type) {
+    return PtlAtomic(put_md_, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, op, type);
+  };
+  EXPECT_EQ(call(PTL_BXOR, PTL_DOUBLE), PTL_ARG_INVALID);
+  EXPECT_EQ(call(PTL_LAND, PTL_FLOAT), PTL_ARG_INVALID);
+  EXPECT_EQ(call(PTL_MIN, PTL_FLOAT_COMPLEX), PTL_ARG_INVALID);
+  EXPECT_EQ(call(PTL_SWAP, PTL_INT32_T), PTL_ARG_INVALID);  // swap family: PtlSwap only
+  EXPECT_EQ(call(PTL_OP_LAST, PTL_INT32_T), PTL_ARG_INVALID);
+  EXPECT_EQ(call(PTL_SUM, PTL_DATATYPE_LAST), PTL_ARG_INVALID);
+  std::int64_t operand = 0;
+  EXPECT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, &operand, PTL_SUM,
+                    PTL_INT64_T),
+            PTL_ARG_INVALID);
+  EXPECT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, &operand, PTL_MSWAP,
+                    PTL_DOUBLE),
+            PTL_ARG_INVALID);
+  EXPECT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, &operand, PTL_CSWAP_GT,
+                    PTL_DOUBLE_COMPLEX),
+            PTL_ARG_INVALID);
+  // CSWAP* and MSWAP: one element at most.
+  EXPECT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 16, self_, pt_, 0, 0, nullptr, 0, &operand, PTL_CSWAP,
+                    PTL_INT64_T),
+            PTL_ARG_INVALID);
+  // R-L2: the size limit.
+  EXPECT_EQ(PtlAtomic(put_md_, 0, limits_.max_atomic_size + 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0,
+                      nullptr, 0, PTL_SUM, PTL_INT64_T),
+            PTL_ARG_INVALID);
+}
+
+TEST_P(Atomics, R_A2_ElementWiseOperations) {
+  for (int i = 0; i < 4; ++i) {
+    t<std::int32_t>()[i] = 10 * i - 5;
+    s<std::int32_t>()[i] = 3;
+  }
+  atomic<std::int32_t>(PTL_SUM, PTL_INT32_T, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t<std::int32_t>()[i], 10 * i - 2);
+  atomic<std::int32_t>(PTL_MIN, PTL_INT32_T, 4);
+  EXPECT_EQ(t<std::int32_t>()[0], -2);
+  EXPECT_EQ(t<std::int32_t>()[3], 3);
+  t<double>()[0] = 1.5;
+  s<double>()[0] = 2.5;
+  atomic<double>(PTL_MAX, PTL_DOUBLE, 1);
+  EXPECT_EQ(t<double>()[0], 2.5);
+  atomic<double>(PTL_PROD, PTL_DOUBLE, 1);
+  EXPECT_EQ(t<double>()[0], 6.25);
+  t<std::uint8_t>()[0] = 0xf0;
+  s<std::uint8_t>()[0] = 0x3c;
+  atomic<std::uint8_t>(PTL_BXOR, PTL_UINT8_T, 1);
+  EXPECT_EQ(t<std::uint8_t>()[0], 0xcc);
+  atomic<std::uint8_t>(PTL_LAND, PTL_UINT8_T, 1);
+  EXPECT_EQ(t<std::uint8_t>()[0], 1);  // logical ops yield 0/1
+  t<std::int64_t>()[0] = INT64_MAX;
+  s<std::int64_t>()[0] = 1;
+  atomic<std::int64_t>(PTL_SUM, PTL_INT64_T, 1);  // wraps like the hardware
+  EXPECT_EQ(t<std::int64_t>()[0], INT64_MIN);
+  using C = std::complex<double>;
+  t<C>()[0] = C(1, 2);
+  s<C>()[0] = C(3, 4);
+  atomic<C>(PTL_PROD, PTL_DOUBLE_COMPLEX, 1);
+  EXPECT_EQ(t<C>()[0], C(-5, 10));
+  ptl_event_t ev = next_event(teq_);
+  EXPECT_EQ(ev.type, PTL_EVENT_ATOMIC);
+  EXPECT_EQ(ev.atomic_operation, PTL_SUM);
+  EXPECT_EQ(ev.atomic_type, PTL_INT32_T);
+}
+
+TEST_P(Atomics, R_A6_FetchAtomicReturnsThePriorValue) {
+  t<std::uint64_t>()[0] = 40;
+  s<std::uint64_t>()[0] = 2;
+  ASSERT_EQ(PtlFetchAtomic(get_md_, 8, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, PTL_SUM,
+                           PTL_UINT64_T),
+            PTL_OK);
+  finish(PTL_EVENT_REPLY);
+  EXPECT_EQ(f<std::uint64_t>()[1], 40u);
+  EXPECT_EQ(t<std::uint64_t>()[0], 42u);
+  ptl_event_t ev = next_event(teq_);
+  EXPECT_EQ(ev.type, PTL_EVENT_FETCH_ATOMIC);
+}
+
+TEST_P(Atomics, R_A3_ConditionalSwapsCompareOperandWithTarget) {
+  struct Case {
+    ptl_op_t op;
+    std::int32_t target, operand;
+    bool swaps;
+  } cases[] = {{PTL_CSWAP, 5, 5, true},    {PTL_CSWAP, 5, 6, false},    {PTL_CSWAP_NE, 5, 6, true},
+               {PTL_CSWAP_LE, 5, 4, true}, {PTL_CSWAP_LE, 5, 6, false}, {PTL_CSWAP_LT, 5, 5, false},
+               {PTL_CSWAP_GE, 5, 5, true}, {PTL_CSWAP_GT, 5, 6, true}};
+  for (const auto& c : cases) {
+    t<std::int32_t>()[0] = c.target;
+    s<std::int32_t>()[0] = 99;
+    ASSERT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 4, self_, pt_, 0, 0, nullptr, 0, &c.operand, c.op,
+                      PTL_INT32_T),
+              PTL_OK);
+    finish(PTL_EVENT_REPLY);
+    EXPECT_EQ(f<std::int32_t>()[0], c.target) << "op " << int(c.op);
+    EXPECT_EQ(t<std::int32_t>()[0], c.swaps ? 99 : c.target) << "op " << int(c.op);
+  }
+}
+
+TEST_P(Atomics, R_A4_MaskedSwapAndR_A5_Swap) {
+  t<std::uint16_t>()[0] = 0x1234;
+  s<std::uint16_t>()[0] = 0xabcd;
+  std::uint16_t mask = 0x0ff0;
+  ASSERT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 2, self_, pt_, 0, 0, nullptr, 0, &mask, PTL_MSWAP,
+                    PTL_UINT16_T),
+            PTL_OK);
+  finish(PTL_EVENT_REPLY);
+  EXPECT_EQ(t<std::uint16_t>()[0], 0x1bc4);
+  EXPECT_EQ(f<std::uint16_t>()[0], 0x1234);
+  for (int i = 0; i < 4; ++i) s<float>()[i] = float(i);
+  ASSERT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 16, self_, pt_, 0, 0, nullptr, 0, nullptr, PTL_SWAP,
+                    PTL_FLOAT),
+            PTL_OK);
+  finish(PTL_EVENT_REPLY);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t<float>()[i], float(i));
+}
+
+TEST_P(Atomics, R_A8_FetchNeedsPutAndGetOnTheEntry) {
+  std::uint64_t only_put[1] = {};
+  ptl_pt_index_t pt2;
+  ASSERT_EQ(PtlPTAlloc(ni_, 0, teq_, PTL_PT_ANY, &pt2), PTL_OK);
+  ptl_me_t m = me(only_put, sizeof only_put, PTL_ME_OP_PUT);
+  ptl_handle_me_t h;
+  ASSERT_EQ(PtlMEAppend(ni_, pt2, &m, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+  ASSERT_EQ(PtlFetchAtomic(get_md_, 0, put_md_, 0, 8, self_, pt2, 0, 0, nullptr, 0, PTL_SUM,
+                           PTL_UINT64_T),
+            PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_REPLY);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back().ni_fail_type, PTL_NI_OP_VIOLATION);
+}
+
+// Triggered operations.
+
+TEST_P(Atomics, R_T1_TriggeredPutWaitsForThresholdAndR_T3_ReadsAtRelease) {
+  ptl_handle_ct_t trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  s<std::uint32_t>()[0] = 1;
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 16, nullptr, 0, trig, 2),
+            PTL_OK);
+  s<std::uint32_t>()[0] = 2;
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  EXPECT_TRUE(eq_empty(ieq_));
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{0, 1}), PTL_OK);  // success + failure counts
+  finish(PTL_EVENT_ACK);
+  EXPECT_EQ(t<std::uint32_t>()[4], 2u);
+}
+
+TEST_P(Atomics, R_T2_ReachedThresholdFiresAtOnceAndR_T4_InIssueOrder) {
+  ptl_handle_ct_t trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  s<std::uint32_t>()[0] = 7;
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, trig, 0),
+            PTL_OK);
+  finish(PTL_EVENT_ACK);
+  EXPECT_EQ(t<std::uint32_t>()[0], 7u);
+  int a = 1, b = 2;
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, &a, 0, trig, 1), PTL_OK);
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, &b, 0, trig, 1), PTL_OK);
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_SEND);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back().user_ptr, &a);
+}
+
+TEST_P(Atomics, R_T5_CounterChaining) {
+  ptl_handle_ct_t a, b, c;
+  ASSERT_EQ(PtlCTAlloc(ni_, &a), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &b), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &c), PTL_OK);
+  ASSERT_EQ(PtlTriggeredCTInc(b, ptl_ct_event_t{1, 0}, a, 2), PTL_OK);
+  ASSERT_EQ(PtlTriggeredCTSet(c, ptl_ct_event_t{10, 0}, b, 1), PTL_OK);
+  EXPECT_EQ(PtlTriggeredCTInc(b, ptl_ct_event_t{1, 1}, a, 2), PTL_ARG_INVALID);  // R-T8
+  ASSERT_EQ(PtlCTInc(a, ptl_ct_event_t{1, 0}), PTL_OK);
+  ptl_ct_event_t v{};
+  ASSERT_EQ(PtlCTGet(c, &v), PTL_OK);
+  EXPECT_EQ(v.success, 0u);
+  ASSERT_EQ(PtlCTInc(a, ptl_ct_event_t{1, 0}), PTL_OK);
+  ASSERT_EQ(PtlCTGet(c, &v), PTL_OK);
+  EXPECT_EQ(v.success, 10u);
+}
+
+TEST_P(Atomics, R_T6_CancelDestroysPendingOperations) {
+  ptl_handle_ct_t trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, trig, 1),
+            PTL_OK);
+  ASSERT_EQ(PtlCTCancelTriggered(trig), PTL_OK);
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{5, 0}), PTL_OK);
+  ptl_ct_event_t v{};
+  ASSERT_EQ(PtlCTGet(trig, &v), PTL_OK);
+  EXPECT_EQ(v.success, 5u);  // the value is untouched by the cancel
+  EXPECT_TRUE(eq_empty(ieq_));
+  // Later triggered operations work as usual.
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, trig, 6),
+            PTL_OK);
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  finish(PTL_EVENT_ACK);
+}
+
+TEST_P(Atomics, R_T8_ArgumentErrorsAtCallTime) {
+  ptl_handle_ct_t trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  EXPECT_EQ(PtlTriggeredPut(put_md_, 0, 4096, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, trig, 1),
+            PTL_ARG_INVALID);
+  EXPECT_EQ(
+      PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, PTL_CT_NONE, 1),
+      PTL_ARG_INVALID);
+  EXPECT_EQ(PtlTriggeredAtomic(put_md_, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0,
+                               PTL_BXOR, PTL_DOUBLE, trig, 1),
+            PTL_ARG_INVALID);
+  ASSERT_EQ(PtlCTFree(trig), PTL_OK);  // R-T7 nothing pending here; frees cleanly
+}
+
+TEST_P(Atomics, TriggeredAtomicAndFetchRun) {
+  ptl_handle_ct_t trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  t<std::int64_t>()[0] = 5;
+  s<std::int64_t>()[0] = 3;
+  ASSERT_EQ(PtlTriggeredAtomic(put_md_, 0, 8, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, PTL_SUM,
+                               PTL_INT64_T, trig, 1),
+            PTL_OK);
+  ASSERT_EQ(PtlTriggeredFetchAtomic(get_md_, 0, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0,
+                                    PTL_SUM, PTL_INT64_T, trig, 1),
+            PTL_OK);
+  std::int64_t operand = 11;
+  ASSERT_EQ(PtlTriggeredSwap(get_md_, 8, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, &operand,
+                             PTL_CSWAP, PTL_INT64_T, trig, 1),
+            PTL_OK);
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_ACK);
+  (void)events_until(ieq_, PTL_EVENT_REPLY);
+  (void)events_until(ieq_, PTL_EVENT_REPLY);
+  EXPECT_EQ(f<std::int64_t>()[0], 8);   // 5 + 3 applied first, in issue order
+  EXPECT_EQ(f<std::int64_t>()[1], 11);  // 8 + 3, then compared with 11
+  EXPECT_EQ(t<std::int64_t>()[0], 3);   // 11 == 11: swapped in the put value
+}
+
+INSTANTIATE_TEST_SUITE_P(Cells, Atomics, ::testing::Values(false, true), cell_name);
+
+}  // namespace
+}  // namespace pier::portals::test

@@ -1,0 +1,209 @@
+// PORTALS4.md §6.9-§6.10 (local): event queues, counting events, PtlAbort.
+#include <future>
+#include <thread>
+
+#include "fixture.hpp"
+
+namespace pier::portals::test {
+namespace {
+
+class Queues : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(PtlInit(), PTL_OK);
+    ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, PTL_NI_MATCHING | PTL_NI_PHYSICAL, PTL_PID_ANY, nullptr,
+                        nullptr, &ni_),
+              PTL_OK);
+  }
+  void TearDown() override {
+    PtlNIFini(ni_);
+    PtlFini();
+  }
+  /// `n` LINK events on `eq`, user_ptr 1..n, from appends to a fresh index.
+  void links(ptl_handle_eq_t eq, int n) {
+    ptl_pt_index_t pt;
+    ASSERT_EQ(PtlPTAlloc(ni_, 0, eq, PTL_PT_ANY, &pt), PTL_OK);
+    for (int i = 1; i <= n; ++i) {
+      ptl_me_t m{};
+      m.ct_handle = PTL_CT_NONE;
+      m.uid = PTL_UID_ANY;
+      m.options = PTL_ME_OP_PUT;
+      m.match_id.phys.nid = PTL_NID_ANY;
+      m.match_id.phys.pid = PTL_PID_ANY;
+      ptl_handle_me_t h;
+      ASSERT_EQ(PtlMEAppend(ni_, pt, &m, PTL_PRIORITY_LIST, reinterpret_cast<void*>(i), &h),
+                PTL_OK);
+    }
+  }
+  ptl_handle_ni_t ni_ = PTL_INVALID_HANDLE;
+};
+
+TEST_F(Queues, R_Q1_EventsComeInPostedOrder) {
+  ptl_handle_eq_t eq;
+  ASSERT_EQ(PtlEQAlloc(ni_, 16, &eq), PTL_OK);
+  links(eq, 5);
+  for (long i = 1; i <= 5; ++i) {
+    ptl_event_t ev{};
+    ASSERT_EQ(PtlEQWait(eq, &ev), PTL_OK);
+    EXPECT_EQ(ev.type, PTL_EVENT_LINK);
+    EXPECT_EQ(ev.user_ptr, reinterpret_cast<void*>(i));
+  }
+}
+
+TEST_F(Queues, R_Q2_FullQueueOverwritesOldestAndR_Q6_DroppedConsumesOne) {
+  ptl_handle_eq_t eq;
+  ASSERT_EQ(PtlEQAlloc(ni_, 2, &eq), PTL_OK);
+  links(eq, 4);
+  ptl_event_t ev{};
+  ASSERT_EQ(PtlEQGet(eq, &ev), PTL_EQ_DROPPED);
+  EXPECT_EQ(ev.user_ptr, reinterpret_cast<void*>(3));
+  ASSERT_EQ(PtlEQGet(eq, &ev), PTL_OK);
+  EXPECT_EQ(ev.user_ptr, reinterpret_cast<void*>(4));
+  EXPECT_EQ(PtlEQGet(eq, &ev), PTL_EQ_EMPTY);  // R-Q3
+}
+
+TEST_F(Queues, R_Q4_PollTimesOutEmptyAndNamesTheQueue) {
+  ptl_handle_eq_t eqs[2];
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &eqs[0]), PTL_OK);
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &eqs[1]), PTL_OK);
+  ptl_event_t ev{};
+  unsigned which = 99;
+  EXPECT_EQ(PtlEQPoll(eqs, 2, 20, &ev, &which), PTL_EQ_EMPTY);
+  EXPECT_EQ(PtlEQPoll(eqs, 2, 0, &ev, &which), PTL_EQ_EMPTY);
+  links(eqs[1], 1);
+  ASSERT_EQ(PtlEQPoll(eqs, 2, wait_ms, &ev, &which), PTL_OK);
+  EXPECT_EQ(which, 1u);
+  EXPECT_EQ(PtlEQPoll(eqs, 0, 0, &ev, &which), PTL_ARG_INVALID);
+}
+
+TEST_F(Queues, R_Q5_PollAcrossNIsIsInvalid) {
+  ptl_handle_ni_t other;
+  ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, PTL_NI_NO_MATCHING | PTL_NI_PHYSICAL, PTL_PID_ANY, nullptr,
+                      nullptr, &other),
+            PTL_OK);
+  ptl_handle_eq_t eqs[2];
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &eqs[0]), PTL_OK);
+  ASSERT_EQ(PtlEQAlloc(other, 4, &eqs[1]), PTL_OK);
+  ptl_event_t ev{};
+  unsigned which;
+  EXPECT_EQ(PtlEQPoll(eqs, 2, 0, &ev, &which), PTL_ARG_INVALID);
+  ptl_handle_ct_t cts[2];
+  ptl_size_t tests[2] = {1, 1};
+  ASSERT_EQ(PtlCTAlloc(ni_, &cts[0]), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(other, &cts[1]), PTL_OK);
+  ptl_ct_event_t v;
+  EXPECT_EQ(PtlCTPoll(cts, tests, 2, 0, &v, &which), PTL_ARG_INVALID);
+  PtlNIFini(other);
+}
+
+TEST_F(Queues, R_C6_NewSetAndIncrement) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  ptl_ct_event_t v{9, 9};
+  ASSERT_EQ(PtlCTGet(ct, &v), PTL_OK);
+  EXPECT_EQ(v.success, 0u);
+  EXPECT_EQ(v.failure, 0u);
+  ASSERT_EQ(PtlCTSet(ct, ptl_ct_event_t{5, 2}), PTL_OK);
+  ASSERT_EQ(PtlCTInc(ct, ptl_ct_event_t{3, 0}), PTL_OK);
+  ASSERT_EQ(PtlCTInc(ct, ptl_ct_event_t{0, 1}), PTL_OK);
+  EXPECT_EQ(PtlCTInc(ct, ptl_ct_event_t{1, 1}), PTL_ARG_INVALID);
+  ASSERT_EQ(PtlCTGet(ct, &v), PTL_OK);
+  EXPECT_EQ(v.success, 8u);
+  EXPECT_EQ(v.failure, 3u);
+}
+
+TEST_F(Queues, R_C4_WaitEndsOnSuccessOrAnyFailure) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  ASSERT_EQ(PtlCTSet(ct, ptl_ct_event_t{4, 0}), PTL_OK);
+  ptl_ct_event_t v{};
+  ASSERT_EQ(PtlCTWait(ct, 4, &v), PTL_OK);
+  EXPECT_EQ(v.success, 4u);
+  ASSERT_EQ(PtlCTSet(ct, ptl_ct_event_t{0, 1}), PTL_OK);
+  ASSERT_EQ(PtlCTWait(ct, 100, &v), PTL_OK);
+  EXPECT_EQ(v.failure, 1u);
+}
+
+TEST_F(Queues, R_C5_PollReturnsLowestSatisfiedIndexOrTimesOut) {
+  ptl_handle_ct_t cts[3];
+  for (auto& c : cts) ASSERT_EQ(PtlCTAlloc(ni_, &c), PTL_OK);
+  ptl_size_t tests[3] = {5, 2, 2};
+  ptl_ct_event_t v{};
+  unsigned which = 9;
+  EXPECT_EQ(PtlCTPoll(cts, tests, 3, 10, &v, &which), PTL_CT_NONE_REACHED);
+  ASSERT_EQ(PtlCTSet(cts[2], ptl_ct_event_t{2, 0}), PTL_OK);
+  ASSERT_EQ(PtlCTSet(cts[1], ptl_ct_event_t{3, 0}), PTL_OK);
+  ASSERT_EQ(PtlCTPoll(cts, tests, 3, 0, &v, &which), PTL_OK);
+  EXPECT_EQ(which, 1u);
+  EXPECT_EQ(v.success, 3u);
+  EXPECT_EQ(PtlCTPoll(cts, tests, 0, 0, &v, &which), PTL_ARG_INVALID);
+}
+
+TEST_F(Queues, WaitWakesWhenAnotherThreadIncrements) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  auto waiter = std::async(std::launch::async, [ct] {
+    ptl_ct_event_t v{};
+    ptl_size_t test = 3;
+    unsigned which;
+    return PtlCTPoll(&ct, &test, 1, wait_ms, &v, &which);
+  });
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(PtlCTInc(ct, ptl_ct_event_t{1, 0}), PTL_OK);
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_EQ(waiter.get(), PTL_OK);
+}
+
+TEST_F(Queues, AbortEndsBlockedWaits) {
+  ptl_handle_eq_t eq;
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &eq), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  std::atomic<int> inside{0};
+  auto eq_waiter = std::async(std::launch::async, [&] {
+    ptl_event_t ev{};
+    unsigned which;
+    ++inside;
+    return PtlEQPoll(&eq, 1, 30000, &ev, &which);
+  });
+  auto ct_waiter = std::async(std::launch::async, [&] {
+    ptl_ct_event_t v{};
+    ptl_size_t test = 1;
+    unsigned which;
+    ++inside;
+    return PtlCTPoll(&ct, &test, 1, 30000, &v, &which);
+  });
+  // Abort until both have left: a waiter that had not started waiting yet
+  // when an abort came would otherwise miss it (the flag lives only while
+  // someone waits).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((eq_waiter.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready ||
+          ct_waiter.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) &&
+         std::chrono::steady_clock::now() < deadline)
+    if (inside == 2) PtlAbort();
+  ASSERT_EQ(eq_waiter.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+  ASSERT_EQ(ct_waiter.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+  EXPECT_EQ(eq_waiter.get(), PTL_ABORTED);
+  EXPECT_EQ(ct_waiter.get(), PTL_ABORTED);
+  // Nobody waits now: the abort is over, and Get is never affected.
+  ptl_event_t ev{};
+  EXPECT_EQ(PtlEQGet(eq, &ev), PTL_EQ_EMPTY);
+  unsigned which;
+  EXPECT_EQ(PtlEQPoll(&eq, 1, 0, &ev, &which), PTL_EQ_EMPTY);
+}
+
+TEST_F(Queues, MDBindRejectsBadOptionsAndForeignQueues) {
+  char buf[8];
+  ptl_handle_md_t md;
+  ptl_md_t d{buf, sizeof buf, 0x8000, PTL_EQ_NONE, PTL_CT_NONE};
+  EXPECT_EQ(PtlMDBind(ni_, &d, &md), PTL_ARG_INVALID);
+  d.options = 0;
+  d.eq_handle = 0x12345678;
+  EXPECT_EQ(PtlMDBind(ni_, &d, &md), PTL_ARG_INVALID);
+  d.eq_handle = PTL_EQ_NONE;
+  ASSERT_EQ(PtlMDBind(ni_, &d, &md), PTL_OK);
+  EXPECT_EQ(PtlMDRelease(md), PTL_OK);
+  EXPECT_EQ(PtlMDRelease(md), PTL_ARG_INVALID);
+}
+
+}  // namespace
+}  // namespace pier::portals::test
