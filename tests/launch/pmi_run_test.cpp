@@ -63,5 +63,40 @@ TEST(PmiRun, RankLeavingFailsTheBarrierInsteadOfHanging) {
   EXPECT_TRUE(has(o, "barrier failed: connection closed")) << o.output;
 }
 
+TEST(PmiRun, RankThatNeverStartsEndsAJobWaitingInABarrier) {
+  // Rank 2's program does not exist; ranks 0 and 1 wait in a PMI barrier
+  // that can never complete. The job must end at once, saying which rank.
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH,
+               "-n",
+               "3",
+               "--timeout",
+               "60",
+               "/bin/sh",
+               "-c",
+               "if [ \"$PMI_RANK\" = 2 ]; then exec /nonexistent/pier-program; fi; exec \"$0\" v1",
+               PMI_CLIENT_PATH};
+  spec.limit = std::chrono::seconds(90);
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 127) << o.output;
+  EXPECT_TRUE(has(o, "pier-run: rank 2 (pid ")) << o.output;
+  EXPECT_TRUE(has(o, ") exited with status 127")) << o.output;
+  EXPECT_FALSE(has(o, "timeout after")) << o.output;
+}
+
+TEST(PmiRun, ProgramThatIsNotExecutableIsReported) {
+  RunSpec spec;
+  // A file that exists but cannot be executed: the message carries errno.
+  spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "60", PMI_RUN_TEST_SOURCE};
+  spec.limit = std::chrono::seconds(90);
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 127) << o.output;
+  EXPECT_TRUE(has(
+      o, std::string("rank 0: cannot execute '") + PMI_RUN_TEST_SOURCE + "': Permission denied"))
+      << o.output;
+}
+
 }  // namespace
 }  // namespace pier::multiproc

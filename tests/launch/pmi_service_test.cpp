@@ -14,10 +14,22 @@ struct Fixture {
   std::vector<PmiOutgoing> send(std::uint32_t rank, std::string text,
                                 Framing framing = Framing::v1) {
     std::vector<PmiOutgoing> out;
-    service.on_message(rank, Message{framing, std::move(text)}, out);
+    service.on_message(rank, Message{framing, std::move(text)}, now, out);
+    return out;
+  }
+  std::vector<PmiOutgoing> disconnect(std::uint32_t rank) {
+    std::vector<PmiOutgoing> out;
+    service.on_disconnect(rank, now, out);
+    return out;
+  }
+  std::vector<PmiOutgoing> tick(PmiService::Clock::duration later) {
+    now += later;
+    std::vector<PmiOutgoing> out;
+    service.on_tick(now, out);
     return out;
   }
   PmiService service;
+  PmiService::Clock::time_point now{std::chrono::seconds(1000)};
 };
 
 TEST(PmiService, BarrierAnswersEveryRankInItsOwnFraming) {
@@ -53,11 +65,15 @@ TEST(PmiService, FullinitChecksTheClaimedRank) {
   EXPECT_NE(out[0].bytes.find("rank=1;size=2;"), std::string::npos) << out[0].bytes;
 }
 
-TEST(PmiService, DisconnectDuringBarrierClosesTheWaiters) {
+TEST(PmiService, DisconnectDuringBarrierClosesTheWaitersAfterTheGrace) {
   Fixture f(3);
   EXPECT_TRUE(f.send(0, "cmd=barrier_in").empty());
-  std::vector<PmiOutgoing> out;
-  f.service.on_disconnect(2, out);
+  // The grace gives the launcher time to report the rank that died.
+  EXPECT_TRUE(f.disconnect(2).empty());
+  ASSERT_TRUE(f.service.next_tick().has_value());
+  EXPECT_EQ(*f.service.next_tick(), f.now + PmiService::leave_grace);
+  EXPECT_TRUE(f.tick(PmiService::leave_grace / 2).empty());
+  auto out = f.tick(PmiService::leave_grace);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rank, 0u);
   EXPECT_TRUE(out[0].close_after);
@@ -70,14 +86,24 @@ TEST(PmiService, DisconnectDuringBarrierClosesTheWaiters) {
   out = f.send(1, "cmd=barrier_in");
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(out[0].close_after);
+  EXPECT_FALSE(f.service.next_tick().has_value());
 }
 
 TEST(PmiService, BarrierAfterAPeerFinalizedFails) {
   Fixture f(2);
   f.send(0, "cmd=finalize");
+  f.tick(PmiService::leave_grace * 5);
+  // Long gone: the barrier fails at once.
   auto out = f.send(1, "cmd=barrier_in");
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(out[0].close_after);
+}
+
+TEST(PmiService, NoTickWithoutAPendingBarrier) {
+  Fixture f(2);
+  EXPECT_TRUE(f.disconnect(1).empty());
+  EXPECT_FALSE(f.service.next_tick().has_value());
+  EXPECT_TRUE(f.tick(PmiService::leave_grace * 2).empty());
 }
 
 TEST(PmiService, NodeAttributeWaitIsAnsweredByThePut) {
@@ -117,9 +143,8 @@ TEST(PmiService, AbortIsNotedAndLeavesTheBarrierToTheLauncher) {
   Fixture f(2);
   EXPECT_TRUE(f.send(0, "cmd=barrier_in").empty());
   EXPECT_TRUE(f.send(1, "cmd=abort exitcode=4 message=bad input").empty());
-  std::vector<PmiOutgoing> out;
-  f.service.on_disconnect(1, out);
-  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(f.disconnect(1).empty());
+  EXPECT_TRUE(f.tick(PmiService::leave_grace * 2).empty());
   auto notes = f.service.take_notes();
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0], "rank 1 aborted the job through PMI (exit code 4): bad input");

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -114,7 +115,7 @@ void PmiServer::close_conn(std::uint32_t rank) {
   c.fd = -1;
   c.pending.clear();
   std::vector<PmiOutgoing> out;
-  service_.on_disconnect(rank, out);
+  service_.on_disconnect(rank, PmiService::Clock::now(), out);
   dispatch(out);
 }
 
@@ -159,7 +160,7 @@ void PmiServer::read_conn(std::uint32_t rank) {
         return;
       }
       if (!*message) break;
-      service_.on_message(rank, **message, out);
+      service_.on_message(rank, **message, PmiService::Clock::now(), out);
       dispatch(out);
     }
   }
@@ -182,12 +183,23 @@ void PmiServer::serve() {
       fds.push_back({c.fd, events, 0});
       owners.push_back(r);
     }
-    const int n = ::poll(fds.data(), fds.size(), -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+    int timeout_ms = -1;
+    if (const auto tick = service_.next_tick()) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(*tick - PmiService::Clock::now());
+      timeout_ms = static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
+    }
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0 && errno != EINTR) {
       say(fmt::format("PMI server stops: poll: {}", std::strerror(errno)));
       return;
     }
+    {
+      std::vector<PmiOutgoing> out;
+      service_.on_tick(PmiService::Clock::now(), out);
+      dispatch(out);
+    }
+    if (n <= 0) continue;
     if (fds[0].revents != 0) return;
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;

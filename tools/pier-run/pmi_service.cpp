@@ -57,7 +57,8 @@ void PmiService::reply(std::uint32_t rank, Framing framing, const Command& c,
 }
 
 void PmiService::on_message(std::uint32_t rank, const boot::pmi::Message& message,
-                            std::vector<PmiOutgoing>& out) {
+                            Clock::time_point now, std::vector<PmiOutgoing>& out) {
+  now_ = now;
   if (rank >= size_ || ranks_[rank].gone || ranks_[rank].aborted) return;
   auto command = message.framing == Framing::v1 ? boot::pmi::parse_v1(message.text)
                                                 : boot::pmi::parse_v2(message.text);
@@ -259,15 +260,12 @@ void PmiService::enter_barrier(std::uint32_t rank, Framing framing, std::string 
   r.waiting = true;
   r.barrier_framing = framing;
   r.barrier_thrid = std::move(thrid);
-  for (std::uint32_t i = 0; i < size_; ++i) {
-    if (!ranks_[i].gone) continue;
-    barrier_failure_ = fmt::format("rank {} {} before entering PMI barrier {}", i,
-                                   ranks_[i].left_why, barrier_epoch_);
-    fail_barrier(out);
-    return;
+  for (const RankState& s : ranks_) {
+    if (!s.waiting) {
+      check_barrier(out);
+      return;
+    }
   }
-  for (const RankState& s : ranks_)
-    if (!s.waiting) return;
   for (std::uint32_t i = 0; i < size_; ++i) {
     RankState& s = ranks_[i];
     s.waiting = false;
@@ -284,19 +282,43 @@ void PmiService::leave(std::uint32_t rank, std::string why, std::vector<PmiOutgo
   r.gone = true;
   r.waiting = false;
   r.left_why = std::move(why);
+  r.left_at = now_;
   std::erase_if(node_waits_, [rank](const NodeWait& w) { return w.rank == rank; });
-  if (!barrier_failure_.empty()) return;
+  check_barrier(out);
+}
+
+std::optional<PmiService::Clock::time_point> PmiService::next_tick() const noexcept {
+  if (!barrier_failure_.empty()) return std::nullopt;
   bool pending = false;
-  for (const RankState& s : ranks_) pending |= s.waiting;
-  // Without a barrier pending, the failure waits for the next barrier_in
-  // (enter_barrier checks for ranks gone): after a finalize that is normal.
-  if (!pending) return;
-  barrier_failure_ =
-      fmt::format("rank {} {} before entering PMI barrier {}", rank, r.left_why, barrier_epoch_);
+  std::optional<Clock::time_point> first_gone;
+  for (const RankState& s : ranks_) {
+    pending |= s.waiting;
+    if (s.gone && (!first_gone || s.left_at < *first_gone)) first_gone = s.left_at;
+  }
+  if (!pending || !first_gone) return std::nullopt;
+  return *first_gone + leave_grace;
+}
+
+void PmiService::check_barrier(std::vector<PmiOutgoing>& out) {
+  const auto due = next_tick();
+  if (!due || now_ < *due) return;
+  std::uint32_t first = 0;
+  for (std::uint32_t i = 0; i < size_; ++i)
+    if (ranks_[i].gone && (!ranks_[first].gone || ranks_[i].left_at < ranks_[first].left_at))
+      first = i;
+  barrier_failure_ = fmt::format("rank {} {} before entering PMI barrier {}", first,
+                                 ranks_[first].left_why, barrier_epoch_);
   fail_barrier(out);
 }
 
-void PmiService::on_disconnect(std::uint32_t rank, std::vector<PmiOutgoing>& out) {
+void PmiService::on_tick(Clock::time_point now, std::vector<PmiOutgoing>& out) {
+  now_ = now;
+  check_barrier(out);
+}
+
+void PmiService::on_disconnect(std::uint32_t rank, Clock::time_point now,
+                               std::vector<PmiOutgoing>& out) {
+  now_ = now;
   if (rank >= size_) return;
   leave(rank, "closed its PMI connection", out);
 }

@@ -6,17 +6,21 @@
 // One key-value space per job (kvsname = jobid = "pier-run.<pid>"), shared by
 // both protocol versions. A put is visible at once; barrier_in (PMI-1) and
 // kvs-fence (PMI-2) are the same barrier and complete when every rank entered
-// it. A rank that leaves (closes its PMI socket without finalize, or
-// finalizes) while a barrier is pending fails that barrier: the waiting
-// ranks' connections are closed, so their PMI calls return an error instead
-// of hanging. A rank that called abort is left to exit: pier-run then ends the
-// job with its exit status.
+// it. A rank that left (closed its PMI socket, or finalized) makes a pending
+// barrier impossible: `leave_grace` after it left, the waiting ranks'
+// connections are closed, so their PMI calls return an error instead of
+// hanging. The grace lets pier-run first see a rank that died and end the
+// job naming that rank, rather than the waiters that failed after it. A rank
+// that called abort is left to exit: pier-run then ends the job with its
+// exit status.
 #pragma once
 
 #include "boot/pmi_wire.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,13 +35,20 @@ struct PmiOutgoing {
 
 class PmiService {
  public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr Clock::duration leave_grace = std::chrono::seconds(1);
+
   PmiService(std::uint32_t size, std::string jobid);
 
-  /// One message from `rank`.
-  void on_message(std::uint32_t rank, const boot::pmi::Message& message,
+  /// One message from `rank`, at time `now`.
+  void on_message(std::uint32_t rank, const boot::pmi::Message& message, Clock::time_point now,
                   std::vector<PmiOutgoing>& out);
   /// The rank's PMI socket closed.
-  void on_disconnect(std::uint32_t rank, std::vector<PmiOutgoing>& out);
+  void on_disconnect(std::uint32_t rank, Clock::time_point now, std::vector<PmiOutgoing>& out);
+  /// Time passed: fails a barrier whose grace ran out.
+  void on_tick(Clock::time_point now, std::vector<PmiOutgoing>& out);
+  /// When on_tick() has something to do, if ever.
+  std::optional<Clock::time_point> next_tick() const noexcept;
   /// Lines for pier-run's stderr (aborts, protocol errors, failed barriers).
   std::vector<std::string> take_notes() { return std::move(notes_); }
 
@@ -54,6 +65,7 @@ class PmiService {
     boot::pmi::Framing barrier_framing = boot::pmi::Framing::v1;
     std::string barrier_thrid;  ///< PMI-2 thread id to echo, "" for none
     std::string left_why;       ///< how it left, for the barrier failure
+    Clock::time_point left_at{};
   };
   struct NodeWait {
     std::uint32_t rank;
@@ -68,6 +80,8 @@ class PmiService {
   void enter_barrier(std::uint32_t rank, boot::pmi::Framing framing, std::string thrid,
                      std::vector<PmiOutgoing>& out);
   void leave(std::uint32_t rank, std::string why, std::vector<PmiOutgoing>& out);
+  /// Fails the pending barrier once a rank has been gone for leave_grace.
+  void check_barrier(std::vector<PmiOutgoing>& out);
   void fail_barrier(std::vector<PmiOutgoing>& out);
   void abort_from(std::uint32_t rank, const boot::pmi::Command& c);
   /// False (and an error answer already queued) when the store is full.
@@ -84,6 +98,7 @@ class PmiService {
   std::uint32_t barrier_epoch_ = 1;
   std::string barrier_failure_;  ///< non-empty once a barrier failed: every later one fails
   std::vector<std::string> notes_;
+  Clock::time_point now_{};  ///< of the event being handled
 };
 
 }  // namespace pier::run
