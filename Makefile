@@ -22,7 +22,7 @@ test: build
 asan: setup
 	cmake --preset asan >/dev/null
 	cmake --build build/asan -j $(JOBS)
-	cd build/asan && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE nosan
+	cd build/asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) --timeout 600 -LE nosan
 
 tsan: setup
 	cmake --preset tsan >/dev/null
