@@ -83,7 +83,28 @@ int build(State& s) {
   return PTL_OK;
 }
 
+/// Lets answers already handed to the core (acks, replies) leave before the
+/// core goes away, for a bounded time: a peer that waits for an ack must not
+/// lose it to this process's PtlFini.
+void drain(State& s) {
+  auto deadline = base::Deadline::after_ms(2000);
+  lib::Call c;
+  while (!deadline.expired()) {
+    lib::Reply r;
+    if (s.api->forward(static_cast<std::uint32_t>(lib::Op::pending),
+                       std::as_bytes(std::span(&c, 1)), std::as_writable_bytes(std::span(&r, 1)),
+                       deadline) != Status::ok ||
+        r.size == 0)
+      return;
+    if (s.direct)
+      (void)s.api->poll();
+    else
+      s.lib->notifier().wait(s.lib->notifier().epoch(), 1'000'000);
+  }
+}
+
 void tear_down(State* s) {
+  if (s->api) drain(*s);
   // The NAL first: the progress thread must stop before the LIB and the
   // core it drives go away.
   s->api.reset();

@@ -248,6 +248,10 @@ Reply Lib::call(Op op, const Call& c) noexcept {
       r.rc = bundle(c, r, true);
       break;
     case Op::bundle_end:
+    case Op::pending:
+      r.size = core_.pending();
+      r.rc = PTL_OK;
+      break;
       r.rc = bundle(c, r, false);
       break;
     default:

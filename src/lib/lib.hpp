@@ -63,6 +63,7 @@ enum class Op : std::uint32_t {
   trig_unlink,
   bundle_start,
   bundle_end,
+  pending,  ///< Reply::size = the core's sends and receives still under way
 };
 
 struct Call {

@@ -1,0 +1,177 @@
+// A Portals job started by pier-run, public API only. Rank 0 is the target:
+// it exposes a buffer and two counters, then makes no pier call at all until
+// every other rank says it is done (it only reads its own memory), so every
+// put, get and atomic below completes through the progress thread.
+// Usage: portals_job logical|physical. Prints "rank R: ok" and exits 0.
+#include <portals4.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace {
+
+constexpr ptl_pt_index_t pt_index = 5;
+constexpr ptl_size_t slot = 64;
+constexpr ptl_match_bits_t data_bits = 1, counter_bits = 2;
+constexpr auto limit = std::chrono::seconds(30);
+
+int fail(int rank, const char* what, int rc) {
+  std::fprintf(stderr, "rank %d: %s failed (%d)\n", rank, what, rc);
+  return 1;
+}
+
+#define TRY(what)                                     \
+  do {                                                \
+    int rc_ = (what);                                 \
+    if (rc_ != PTL_OK) return fail(rank, #what, rc_); \
+  } while (0)
+
+struct Job {
+  ptl_handle_ni_t ni;
+  ptl_handle_eq_t eq;
+  bool logical;
+  int rank, size;
+
+  ptl_process_t target() const {
+    ptl_process_t p{};
+    if (logical) {
+      p.rank = 0;
+    } else {
+      // Rank 0's physical id: pier's pid is the rank, its nid names the host.
+      ptl_process_t me{};
+      PtlGetPhysId(ni, &me);
+      p.phys.nid = me.phys.nid;
+      p.phys.pid = 0;
+    }
+    return p;
+  }
+
+  /// Waits for the next event of `kind`; returns its ni_fail_type or -1.
+  int await(ptl_event_kind_t kind) {
+    for (int i = 0; i < 16; ++i) {
+      ptl_event_t ev{};
+      unsigned which;
+      if (PtlEQPoll(&eq, 1, 20000, &ev, &which) != PTL_OK) return -1;
+      if (ev.type == kind) return ev.ni_fail_type;
+    }
+    return -1;
+  }
+};
+
+int run_target(Job& j, int rank) {
+  static unsigned char buffer[64 * slot];
+  static std::uint64_t counters[2];  // [0] sum of fetch-adds, [1] ranks done
+  ptl_me_t me{};
+  me.start = buffer;
+  me.length = sizeof buffer;
+  me.ct_handle = PTL_CT_NONE;
+  me.uid = PTL_UID_ANY;
+  me.options = PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_COMM_DISABLE;
+  if (j.logical) {
+    me.match_id.rank = PTL_RANK_ANY;
+  } else {
+    me.match_id.phys.nid = PTL_NID_ANY;
+    me.match_id.phys.pid = PTL_PID_ANY;
+  }
+  me.match_bits = data_bits;
+  ptl_handle_me_t h1, h2;
+  TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h1));
+  me.start = counters;
+  me.length = sizeof counters;
+  me.match_bits = counter_bits;
+  TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h2));
+  // No pier call from here until everyone is done.
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (__atomic_load_n(&counters[1], __ATOMIC_ACQUIRE) != std::uint64_t(j.size - 1)) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail(rank, "waiting for the other ranks", -1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::uint64_t want = 0;
+  for (int r = 1; r < j.size; ++r) {
+    want += std::uint64_t(r);
+    for (ptl_size_t i = 0; i < slot; ++i)
+      if (buffer[r * slot + i] != static_cast<unsigned char>(r + i))
+        return fail(rank, "checking the data put by a rank", r);
+  }
+  if (__atomic_load_n(&counters[0], __ATOMIC_ACQUIRE) != want)
+    return fail(rank, "checking the fetch-add sum", int(counters[0]));
+  return 0;
+}
+
+int run_initiator(Job& j, int rank) {
+  unsigned char out[slot], back[slot];
+  std::uint64_t add = std::uint64_t(rank), one = 1, prior = ~0ull;
+  for (ptl_size_t i = 0; i < slot; ++i) out[i] = static_cast<unsigned char>(rank + i);
+  std::memset(back, 0, sizeof back);
+  ptl_md_t d{out, sizeof out, 0, j.eq, PTL_CT_NONE};
+  ptl_handle_md_t md_out, md_back, md_add, md_one, md_prior;
+  TRY(PtlMDBind(j.ni, &d, &md_out));
+  d.start = back;
+  TRY(PtlMDBind(j.ni, &d, &md_back));
+  d.start = &add;
+  d.length = 8;
+  TRY(PtlMDBind(j.ni, &d, &md_add));
+  d.start = &one;
+  TRY(PtlMDBind(j.ni, &d, &md_one));
+  d.start = &prior;
+  TRY(PtlMDBind(j.ni, &d, &md_prior));
+  ptl_process_t t = j.target();
+  // The target may not have appended yet: a dropped put is retried.
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    TRY(PtlPut(md_out, 0, slot, PTL_ACK_REQ, t, pt_index, data_bits, rank * slot, nullptr, 0));
+    if (j.await(PTL_EVENT_SEND) != PTL_NI_OK) return fail(rank, "put (SEND)", -1);
+    int f = j.await(PTL_EVENT_ACK);
+    if (f == PTL_NI_OK) break;
+    if (f < 0 || std::chrono::steady_clock::now() > deadline) return fail(rank, "put (ACK)", f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  TRY(PtlGet(md_back, 0, slot, t, pt_index, data_bits, rank * slot, nullptr));
+  if (j.await(PTL_EVENT_REPLY) != PTL_NI_OK || std::memcmp(back, out, slot) != 0)
+    return fail(rank, "get", -1);
+  TRY(PtlFetchAtomic(md_prior, 0, md_add, 0, 8, t, pt_index, counter_bits, 0, nullptr, 0, PTL_SUM,
+                     PTL_UINT64_T));
+  if (j.await(PTL_EVENT_REPLY) != PTL_NI_OK || prior == ~0ull)
+    return fail(rank, "fetch-atomic", -1);
+  TRY(PtlAtomic(md_one, 0, 8, PTL_ACK_REQ, t, pt_index, counter_bits, 8, nullptr, 0, PTL_SUM,
+                PTL_UINT64_T));
+  if (j.await(PTL_EVENT_ACK) != PTL_NI_OK) return fail(rank, "atomic", -1);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rank = -1;
+  if (argc < 2) return fail(rank, "usage: portals_job logical|physical", 2);
+  Job j{};
+  j.logical = std::strcmp(argv[1], "logical") == 0;
+  TRY(PtlInit());
+  unsigned options = PTL_NI_MATCHING | (j.logical ? PTL_NI_LOGICAL : PTL_NI_PHYSICAL);
+  TRY(PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, nullptr, nullptr, &j.ni));
+  ptl_process_t id{};
+  TRY(PtlGetId(j.ni, &id));
+  rank = int(j.logical ? id.rank : id.phys.pid);
+  j.rank = rank;
+  ptl_size_t size = 0;
+  if (j.logical) {
+    TRY(PtlGetMap(j.ni, 0, nullptr, &size));
+  } else {
+    const char* s = std::getenv("PIER_RUN_SIZE");
+    size = s ? std::strtoull(s, nullptr, 10) : 1;
+  }
+  j.size = int(size);
+  TRY(PtlEQAlloc(j.ni, 64, &j.eq));
+  ptl_pt_index_t pt;
+  TRY(PtlPTAlloc(j.ni, 0, PTL_EQ_NONE, pt_index, &pt));
+  int rc = rank == 0 ? run_target(j, rank) : run_initiator(j, rank);
+  PtlNIFini(j.ni);
+  PtlFini();
+  if (rc == 0) std::printf("rank %d: ok\n", rank);
+  return rc;
+}
