@@ -98,5 +98,17 @@ TEST(PmiRun, ProgramThatIsNotExecutableIsReported) {
       << o.output;
 }
 
+TEST(PmiRun, SlurmsPmi2LibraryRunsUnchanged) {
+  if (std::string(SLURM_PMI2_CLIENT_PATH).empty())
+    GTEST_SKIP() << "Slurm's libpmi2 is not installed (Debian: libpmi2-0-dev)";
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "3", "--timeout", "60", SLURM_PMI2_CLIENT_PATH};
+  spec.limit = std::chrono::seconds(90);
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(count(o, "/3: ok, spawned 0, appnum 0"), 3) << o.output;
+}
+
 }  // namespace
 }  // namespace pier::multiproc
