@@ -4,7 +4,7 @@
 //
 // PMI-1 values are text without spaces and at most vallen_max long, and its
 // key space is shared by the whole job, so a pier value is stored as
-//   <base>      "<chunks>/<hex of chunk 0>"
+//   <base>      "<chunks>/<FNV-1a 64 of the value, hex>/<hex of chunk 0>"
 //   <base>.<i>  "<hex of chunk i>"        for i in 1..chunks-1
 // where <base> is "pier-<rank>-<key>" (or, for keys too long or with
 // characters PMI-1 cannot carry, "pier-<rank>-h<64-bit FNV-1a of the key>").
@@ -55,6 +55,12 @@ bool from_hex(std::string_view text, std::vector<std::byte>& out) {
     out.push_back(static_cast<std::byte>(hi * 16 + lo));
   }
   return true;
+}
+
+std::uint64_t fnv1a(std::span<const std::byte> bytes) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::byte b : bytes) h = (h ^ std::to_integer<std::uint64_t>(b)) * 1099511628211ull;
+  return h;
 }
 
 bool env_number(const char* name, long long& out) {
@@ -115,12 +121,12 @@ class PmiClient final : public Bootstrap {
     for (auto& [key, value] : staged_) {
       const std::string base = base_key(rank_, key);
       const std::string hex = to_hex(value);
-      // Room for "<chunks>/" in the first value.
-      const std::size_t chunk = (value_max_ - 16) & ~std::size_t{1};
+      // Room for "<chunks>/<checksum>/" in the first value.
+      const std::size_t chunk = (value_max_ - 32) & ~std::size_t{1};
       const std::size_t chunks = hex.empty() ? 1 : (hex.size() + chunk - 1) / chunk;
       for (std::size_t i = 0; i < chunks; ++i) {
         std::string v = hex.substr(std::min(hex.size(), i * chunk), chunk);
-        if (i == 0) v = fmt::format("{}/{}", chunks, v);
+        if (i == 0) v = fmt::format("{}/{:x}/{}", chunks, fnv1a(value), v);
         const std::string k = i == 0 ? base : fmt::format("{}.{}", base, i);
         auto answer =
             call("put", {{"kvsname", kvsname_}, {"key", k}, {"value", v}}, "put_result", deadline);
@@ -139,7 +145,10 @@ class PmiClient final : public Bootstrap {
     ++epoch_;
     const auto start = Clock::now();
     auto answer = call("barrier_in", {}, "barrier_out", deadline);
-    if (answer) return Status::ok;
+    if (answer) {
+      visible_.clear();
+      return Status::ok;
+    }
     // A barrier cannot be withdrawn: whatever happened, the exchange is done.
     broken_ = true;
     if (answer.status() == Status::timeout)
@@ -153,25 +162,19 @@ class PmiClient final : public Bootstrap {
     if (rank >= size_ || key.empty() || key.size() > 255) return Status::invalid_argument;
     if (auto it = visible_.find({rank, std::string(key)}); it != visible_.end()) return it->second;
     const Deadline deadline = Clock::now() + call_limit;
-    const std::string base = base_key(rank, key);
-    auto first = get_value(base, deadline);
-    if (!first) return first.status();
-    const std::size_t slash = first->find('/');
-    std::size_t chunks = 0;
-    if (slash == std::string::npos ||
-        std::from_chars(first->data(), first->data() + slash, chunks).ec != std::errc() ||
-        chunks == 0 || chunks > (std::size_t{1} << 20))
-      return Status::malformed;
-    std::vector<std::byte> out;
-    if (!from_hex(std::string_view(*first).substr(slash + 1), out)) return Status::malformed;
-    for (std::size_t i = 1; i < chunks; ++i) {
-      auto more = get_value(fmt::format("{}.{}", base, i), deadline);
-      if (!more) return more.status() == Status::not_found ? Status::malformed : more.status();
-      if (!from_hex(*more, out)) return Status::malformed;
+    // A rank one fence ahead may be rewriting the value while it is read in
+    // chunks; the checksum catches the mix, and a second read gets the
+    // whole of one version.
+    Result<std::vector<std::byte>> out = Status::malformed;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      out = read_value(rank, key, deadline);
+      if (out.status() != Status::malformed) break;
     }
-    // Values do not change once fenced: later gets are local. get() is const
-    // in the interface; the cache, like the stream, is this object's own.
-    const_cast<PmiClient*>(this)->visible_[{rank, std::string(key)}] = out;
+    if (!out) return out;
+    // Cached until the next fence (a later epoch may put the key again).
+    // get() is const in the interface; the cache, like the stream, is this
+    // object's own.
+    const_cast<PmiClient*>(this)->visible_[{rank, std::string(key)}] = *out;
     return out;
   }
 
@@ -185,9 +188,35 @@ class PmiClient final : public Bootstrap {
                            "0123456789._:-") == std::string_view::npos;
     // 8 characters stay free for the chunk suffix.
     if (plain && base.size() + 8 < key_max_) return base;
-    std::uint64_t h = 14695981039346656037ull;
-    for (char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    return fmt::format("pier-{}-h{:016x}", rank, h);
+    return fmt::format("pier-{}-h{:016x}", rank, fnv1a(std::as_bytes(std::span(key))));
+  }
+
+  /// One read of the chunks of a value; malformed when they do not add up.
+  Result<std::vector<std::byte>> read_value(std::uint32_t rank, std::string_view key,
+                                            Deadline deadline) const {
+    const std::string base = base_key(rank, key);
+    auto first = get_value(base, deadline);
+    if (!first) return first.status();
+    // "<chunks>/<fnv64 hex>/<hex of chunk 0>"
+    const std::size_t slash = first->find('/');
+    const std::size_t slash2 = slash == std::string::npos ? slash : first->find('/', slash + 1);
+    std::size_t chunks = 0;
+    std::uint64_t sum = 0;
+    if (slash2 == std::string::npos ||
+        std::from_chars(first->data(), first->data() + slash, chunks).ec != std::errc() ||
+        chunks == 0 || chunks > (std::size_t{1} << 20) ||
+        std::from_chars(first->data() + slash + 1, first->data() + slash2, sum, 16).ec !=
+            std::errc())
+      return Status::malformed;
+    std::vector<std::byte> out;
+    if (!from_hex(std::string_view(*first).substr(slash2 + 1), out)) return Status::malformed;
+    for (std::size_t i = 1; i < chunks; ++i) {
+      auto more = get_value(fmt::format("{}.{}", base, i), deadline);
+      if (!more) return more.status() == Status::not_found ? Status::malformed : more.status();
+      if (!from_hex(*more, out)) return Status::malformed;
+    }
+    if (fnv1a(out) != sum) return Status::malformed;
+    return out;
   }
 
   Result<std::string> get_value(const std::string& key, Deadline deadline) const {

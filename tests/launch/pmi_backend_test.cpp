@@ -169,10 +169,12 @@ TEST(PmiBackEndAgainstAScriptedServer, SilentBarrierTimesOutAtTheDeadline) {
 }
 
 TEST(PmiBackEndAgainstAScriptedServer, HostileValuesAreMalformedNotFatal) {
-  for (std::string value : {"99999999/ab", "1/zz", "1/abc", "nochunks", "0/", "2/ab"}) {
+  // "1/<checksum of {0xab}>/ab" is well formed; each of these is not.
+  for (std::string value : {"99999999/0/ab", "1/0/zz", "1/0/abc", "nochunks", "0//", "2/0/ab",
+                            "1/ab", "1/0/ab", "1/xyz/ab", "/0/ab"}) {
     auto server = [&](const pmi::Command& c) -> std::string {
       if (c.name == "get") {
-        // Chunk 1 of "2/ab" is missing: the server says not found.
+        // Chunk 1 of "2/0/ab" is missing: the server says not found.
         if (*c.find("key") != "pier-1-k") return "cmd=get_result rc=-1 msg=not_found\n";
         return "cmd=get_result rc=0 value=" + value + "\n";
       }
@@ -186,6 +188,31 @@ TEST(PmiBackEndAgainstAScriptedServer, HostileValuesAreMalformedNotFatal) {
 TEST(PmiBackEndAgainstAScriptedServer, MissingKeyIsNotFound) {
   auto client = [](Bootstrap& b) { return fence_and_get(b, 1, "never.put"); };
   EXPECT_EQ(run_pair(client, standard_answer), Status::not_found);
+}
+
+TEST(PmiBackEndAgainstAScriptedServer, KeyPutAgainAfterAFenceReadsTheNewValue) {
+  std::map<std::string, std::string> kvs;
+  auto server = [&](const pmi::Command& c) -> std::string {
+    if (c.name == "put") kvs[*c.find("key")] = *c.find("value");
+    if (c.name == "get") {
+      auto it = kvs.find(*c.find("key"));
+      if (it != kvs.end()) return "cmd=get_result rc=0 value=" + it->second + "\n";
+    }
+    return standard_answer(c);
+  };
+  auto client = [](Bootstrap& b) {
+    for (const char* value : {"first", "second"}) {
+      if (Status s = b.put("k", value); s != Status::ok) return s;
+      if (Status s = b.commit(); s != Status::ok) return s;
+      if (Status s = b.fence(Clock::now() + std::chrono::seconds(5)); s != Status::ok) return s;
+      auto got = b.get(0, "k");
+      if (!got) return got.status();
+      if (std::string(reinterpret_cast<const char*>(got->data()), got->size()) != value)
+        return Status::malformed;
+    }
+    return Status::ok;
+  };
+  EXPECT_EQ(run_pair(client, server), Status::ok);
 }
 
 }  // namespace
