@@ -504,7 +504,7 @@ void OfiInstance::on_recv_done(Op* op) noexcept {
 
 void OfiInstance::cancel_recv_op() noexcept {
   Op* op = recv_op_;
-  if (op->in_provider) (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
+  if (op->in_provider && ctx_.ep() != nullptr) (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
 }
 
 Status OfiInstance::finish_recv(driver::Packet& pkt) noexcept {
