@@ -436,7 +436,10 @@ int PtlSwap(ptl_handle_md_t get_md, ptl_size_t get_off, ptl_handle_md_t put_md, 
   auto m = fetch_args(wire::PortalsOp::swap, get_md, get_off, put_md, put_off, length, target, pt,
                       bits, remote_offset, user_ptr, hdr, op, type);
   if (!pier::capi::state()) return PTL_NO_INIT;
-  if (op < PTL_SWAP || op >= PTL_OP_LAST || !add_operand(m, operand)) return PTL_ARG_INVALID;
+  // Legality first: the operand's size depends on a datatype that must be
+  // valid for the operation before the operand is read (R-A1).
+  if (!pier::lib::atomic_legal(pier::lib::AtomicFn::swap, op, type) || !add_operand(m, operand))
+    return PTL_ARG_INVALID;
   return move(m, false, PTL_INVALID_HANDLE, 0);
 }
 
@@ -531,7 +534,10 @@ int PtlTriggeredSwap(ptl_handle_md_t get_md, ptl_size_t get_off, ptl_handle_md_t
   auto m = fetch_args(wire::PortalsOp::swap, get_md, get_off, put_md, put_off, length, target, pt,
                       bits, remote_offset, user_ptr, hdr, op, type);
   if (!pier::capi::state()) return PTL_NO_INIT;
-  if (op < PTL_SWAP || op >= PTL_OP_LAST || !add_operand(m, operand)) return PTL_ARG_INVALID;
+  // Legality first: the operand's size depends on a datatype that must be
+  // valid for the operation before the operand is read (R-A1).
+  if (!pier::lib::atomic_legal(pier::lib::AtomicFn::swap, op, type) || !add_operand(m, operand))
+    return PTL_ARG_INVALID;
   return move(m, true, trig, threshold);
 }
 

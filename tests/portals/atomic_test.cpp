@@ -59,7 +59,7 @@ TEST_P(Atomics, R_A1_LegalityTable) {
   EXPECT_EQ(call(PTL_SWAP, PTL_INT32_T), PTL_ARG_INVALID);  // swap family: PtlSwap only
   EXPECT_EQ(call(PTL_OP_LAST, PTL_INT32_T), PTL_ARG_INVALID);
   EXPECT_EQ(call(PTL_SUM, PTL_DATATYPE_LAST), PTL_ARG_INVALID);
-  std::int64_t operand = 0;
+  alignas(16) unsigned char operand[32] = {};
   EXPECT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, &operand, PTL_SUM,
                     PTL_INT64_T),
             PTL_ARG_INVALID);
