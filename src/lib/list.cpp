@@ -86,13 +86,14 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
     for (Unexpected* u = pt.unexpected.head; u;) {
       Unexpected* next = u->next;
       if (matches(*e, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
+        ptl_size_t rlength = u->rlength;  // consuming recycles the header
         consume_unexpected(ni, pt, u, e, user_ptr, false);
         if (once) {
           entry_auto_unlink(e, true);
           return PTL_OK;
         }
         if (inc_rlength) {
-          e->local_offset += u->rlength;  // R-U6
+          e->local_offset += rlength;  // R-U6
           if (e->min_free != 0 && (e->local_offset > e->buffer.length ||
                                    e->buffer.length - e->local_offset < e->min_free)) {
             entry_auto_unlink(e, true);

@@ -288,6 +288,25 @@ TEST_P(Atomics, TriggeredAtomicAndFetchRun) {
   EXPECT_EQ(t<std::int64_t>()[0], 3);   // 11 == 11: swapped in the put value
 }
 
+TEST_P(Atomics, TriggeredMEAppendAndUnlink) {
+  ptl_handle_ct_t trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  std::uint32_t slot[2] = {};
+  ptl_me_t m = me(slot, sizeof slot, PTL_ME_OP_PUT, 0x77);
+  ptl_handle_me_t h = PTL_INVALID_HANDLE;
+  int tag = 0;
+  ASSERT_EQ(PtlTriggeredMEAppend(ni_, pt_, &m, PTL_PRIORITY_LIST, &tag, &h, trig, 1), PTL_OK);
+  EXPECT_TRUE(eq_empty(teq_));
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  ptl_event_t link = next_event(teq_);
+  EXPECT_EQ(link.type, PTL_EVENT_LINK);
+  EXPECT_EQ(link.user_ptr, &tag);
+  ASSERT_NE(h, PTL_INVALID_HANDLE);
+  ASSERT_EQ(PtlTriggeredMEUnlink(h, trig, 2), PTL_OK);
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  EXPECT_EQ(PtlMEUnlink(h), PTL_ARG_INVALID);  // already gone
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Atomics, ::testing::Values(false, true), cell_name);
 
 }  // namespace

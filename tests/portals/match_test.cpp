@@ -2,6 +2,7 @@
 // control, events, acks and counting, over a logical and a physical NI.
 #include <array>
 #include <numeric>
+#include <vector>
 
 #include "fixture.hpp"
 
@@ -456,6 +457,45 @@ TEST_P(Data, R_M4_NonMatchingListEntriesTakeMessagesInOrder) {
   EXPECT_EQ(a[0], 'x');
   EXPECT_EQ(b[0], 'y');
   EXPECT_EQ(PtlLEUnlink(ha), PTL_ARG_INVALID);  // auto-unlinked already
+}
+
+TEST_P(Data, LargePutAndGetCrossTheRendezvousPath) {
+  constexpr std::size_t n = 1 << 20;
+  std::vector<unsigned char> dst(n), src(n), back(n);
+  for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+  append(me(dst.data(), n, PTL_ME_OP_PUT | PTL_ME_OP_GET));
+  (void)next_event(teq_);
+  auto md = bind(src.data(), n);
+  EXPECT_EQ(put_acked(md, n, 0).mlength, n);
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), n), 0);
+  auto gmd = bind(back.data(), n);
+  ASSERT_EQ(PtlGet(gmd, 0, n, self_, pt_, 0, 0, nullptr), PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_REPLY);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back().mlength, n);
+  EXPECT_EQ(std::memcmp(back.data(), src.data(), n), 0);
+}
+
+TEST_P(Data, R_U6_LocalIncByUnexpectedRlength) {
+  std::array<char, 64> over{}, src{};
+  append(me(over.data(), over.size(), PTL_ME_OP_PUT, 0, ~0ull), PTL_OVERFLOW_LIST);
+  (void)next_event(teq_);
+  auto md = bind(src.data(), src.size());
+  put_acked(md, 10, 3);
+  put_acked(md, 10, 3);
+  (void)next_event(teq_);
+  (void)next_event(teq_);
+  std::array<char, 32> late{};
+  ptl_me_t m = me(late.data(), late.size(),
+                  PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_LOCAL_INC_UH_RLENGTH, 3);
+  m.min_free = 15;  // 32 - 10 = 22 stays; 32 - 20 = 12 < 15 unlinks
+  int tag = 0;
+  append(m, PTL_PRIORITY_LIST, &tag);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT_OVERFLOW);
+  ptl_event_t un = next_event(teq_);
+  EXPECT_EQ(un.type, PTL_EVENT_AUTO_UNLINK);
+  EXPECT_EQ(un.user_ptr, &tag);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
