@@ -117,7 +117,10 @@ Status Core::Impl::bring_up_drivers() {
       else
         ++it->second;
     }
-    for (const auto& [spec, n] : counts) {
+    for (const auto& count : counts) {
+      // Named copies, not a structured binding: clang 14 cannot capture one.
+      const std::string& spec = count.first;
+      const std::uint8_t n = count.second;
       auto it = std::find_if(wanted.begin(), wanted.end(),
                              [&](const auto& w) { return w.first == spec; });
       if (it == wanted.end())

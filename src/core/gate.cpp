@@ -30,7 +30,10 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
   if (!chosen) return chosen.status();
   gate.rails.reserve(chosen->size());
   gate.send_limit = peer.recv_capacity;
-  for (const auto& [spec, index] : *chosen) {
+  for (const auto& choice : *chosen) {
+    // Named copies, not a structured binding: clang 14 cannot capture one.
+    const auto& spec = choice.first;
+    const auto index = choice.second;
     auto d = std::find_if(drivers_.begin(), drivers_.end(),
                           [&](const DriverSlot& s) { return s.spec == spec && s.index == index; });
     auto u = std::find_if(peer.urls.begin(), peer.urls.end(),
