@@ -105,7 +105,10 @@ int Lib::eq_alloc(const Call& c, Reply& r) noexcept {
   Eq* eq = ni->eqs->acquire();
   if (!eq) return PTL_NO_SPACE;
   try {
-    eq->ring.resize(std::max<ptl_size_t>(c.size, 1));
+    // One reserved slot per portal index, so flow control's PT_DISABLED is
+    // never lost to a full queue (R-F6).
+    eq->requested = std::max<ptl_size_t>(c.size, 1);
+    eq->ring.resize(eq->requested + ni->pts.size());
   } catch (...) {
     ni->eqs->release(eq);
     return PTL_NO_SPACE;
@@ -154,7 +157,8 @@ int Lib::eq_poll(const Call& c, Reply& r) noexcept {
 void Lib::post(Eq* eq, const ptl_event_t& ev) noexcept {
   if (!eq) return;
   std::size_t cap = eq->ring.size();
-  if (eq->count == cap) {
+  std::size_t limit = ev.type == PTL_EVENT_PT_DISABLED ? cap : eq->requested;
+  if (eq->count >= limit) {
     // Circular (R-Q2): the oldest event is lost and the next read says so.
     eq->head = (eq->head + 1) % cap;
     --eq->count;

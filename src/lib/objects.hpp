@@ -156,6 +156,7 @@ struct Eq {
   Ni* ni = nullptr;
   std::vector<ptl_event_t> ring;
   std::size_t head = 0, count = 0;
+  std::size_t requested = 1;  ///< the user's count; slots past it hold PT_DISABLED
   bool dropped = false;
 };
 

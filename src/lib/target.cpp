@@ -151,6 +151,15 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
   }
   ptl_process_t initiator = initiator_of(ni, h);
   bool flow = pt.options & PTL_PT_FLOWCTRL;
+  if (flow && pt.eq && pt.eq->count >= pt.eq->requested) {
+    // R-F6: a full queue disables every flow-controlled index feeding it.
+    Eq* full = pt.eq;
+    for (std::size_t i = 0; i < ni.pts.size(); ++i)
+      if (ni.pts[i].allocated && ni.pts[i].eq == full && (ni.pts[i].options & PTL_PT_FLOWCTRL))
+        disable_for_flow(ni, static_cast<ptl_pt_index_t>(i), nullptr);
+    ++ni.status[PTL_SR_DROP_COUNT];
+    return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+  }
   Entry* e = nullptr;
   for (auto* list : {&pt.priority, &pt.overflow}) {
     for (Entry* x = list->head; x && !e; x = x->next)

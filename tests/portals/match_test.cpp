@@ -498,6 +498,36 @@ TEST_P(Data, R_U6_LocalIncByUnexpectedRlength) {
   EXPECT_EQ(un.user_ptr, &tag);
 }
 
+TEST_P(Data, R_F6_FullQueueDisablesFlowControlledIndexes) {
+  ptl_handle_eq_t small;
+  ASSERT_EQ(PtlEQAlloc(ni_, 2, &small), PTL_OK);
+  ptl_pt_index_t a, b;
+  ASSERT_EQ(PtlPTAlloc(ni_, PTL_PT_FLOWCTRL, small, PTL_PT_ANY, &a), PTL_OK);
+  ASSERT_EQ(PtlPTAlloc(ni_, PTL_PT_FLOWCTRL, small, PTL_PT_ANY, &b), PTL_OK);
+  std::array<char, 8> dst{}, src{};
+  ptl_me_t m = me(dst.data(), dst.size(), PTL_ME_OP_PUT | PTL_ME_EVENT_LINK_DISABLE);
+  ptl_handle_me_t h;
+  ASSERT_EQ(PtlMEAppend(ni_, a, &m, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+  auto md = bind(src.data(), src.size());
+  auto put = [&] {
+    EXPECT_EQ(PtlPut(md, 0, 8, PTL_ACK_REQ, self_, a, 0, 0, nullptr, 0), PTL_OK);
+    auto evs = events_until(ieq_, PTL_EVENT_ACK);
+    return evs.empty() ? -1 : int(evs.back().ni_fail_type);
+  };
+  EXPECT_EQ(put(), PTL_NI_OK);
+  EXPECT_EQ(put(), PTL_NI_OK);
+  EXPECT_EQ(put(), PTL_NI_PT_DISABLED);  // the queue holds 2 unread events
+  std::vector<ptl_event_t> evs;
+  for (int i = 0; i < 4; ++i) evs.push_back(next_event(small));
+  EXPECT_EQ(evs[0].type, PTL_EVENT_PUT);
+  EXPECT_EQ(evs[1].type, PTL_EVENT_PUT);
+  EXPECT_EQ(evs[2].type, PTL_EVENT_PT_DISABLED);  // both indexes, none lost
+  EXPECT_EQ(evs[3].type, PTL_EVENT_PT_DISABLED);
+  EXPECT_NE(evs[2].pt_index, evs[3].pt_index);
+  ASSERT_EQ(PtlPTEnable(ni_, a), PTL_OK);
+  EXPECT_EQ(put(), PTL_NI_OK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
 
 }  // namespace
