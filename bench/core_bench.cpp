@@ -185,8 +185,10 @@ double bare_bandwidth(Bare& b, int rank, std::vector<std::byte>& buf, std::size_
     }
   }
   char ack[8] = {};
-  if (rank == 1) b.send_small(ack, 8);
-  else b.recv_small(ack, 8);
+  if (rank == 1)
+    b.send_small(ack, 8);
+  else
+    b.recv_small(ack, 8);
   return static_cast<double>(count * size) / since(t0) / 1e6;  // MB/s
 }
 

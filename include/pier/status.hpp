@@ -13,27 +13,27 @@ namespace pier {
 enum class Scope : std::uint8_t { op, peer, ni };
 
 // X(name, scope, text): the single definition of every status.
-#define PIER_STATUS_LIST(X)                                                    \
-  X(ok, op, "success")                                                         \
-  X(in_progress, op, "posted, completes later")                                \
-  X(no_resource, op, "no room now, retry after progress")                      \
-  X(unsupported, op, "not implemented by this component")                      \
-  X(invalid_argument, op, "invalid argument")                                  \
-  X(truncated, op, "message longer than the buffer, truncated")                \
-  X(canceled, op, "operation canceled")                                        \
-  X(timeout, op, "deadline passed before completion")                          \
-  X(not_found, op, "no such object")                                           \
-  X(in_use, op, "object is in use")                                            \
-  X(rejected, op, "rejected by the target")                                    \
-  X(dropped, op, "dropped before delivery")                                    \
-  X(permission_denied, op, "permission denied")                                \
-  X(malformed, peer, "malformed data from the peer")                           \
-  X(version_mismatch, peer, "peer speaks another protocol version")            \
-  X(closed, peer, "connection closed")                                         \
-  X(broken, peer, "peer unreachable or dead")                                  \
-  X(no_memory, ni, "out of memory")                                            \
-  X(not_initialized, ni, "not initialized or already closed")                  \
-  X(system_error, ni, "operating system call failed")                          \
+#define PIER_STATUS_LIST(X)                                         \
+  X(ok, op, "success")                                              \
+  X(in_progress, op, "posted, completes later")                     \
+  X(no_resource, op, "no room now, retry after progress")           \
+  X(unsupported, op, "not implemented by this component")           \
+  X(invalid_argument, op, "invalid argument")                       \
+  X(truncated, op, "message longer than the buffer, truncated")     \
+  X(canceled, op, "operation canceled")                             \
+  X(timeout, op, "deadline passed before completion")               \
+  X(not_found, op, "no such object")                                \
+  X(in_use, op, "object is in use")                                 \
+  X(rejected, op, "rejected by the target")                         \
+  X(dropped, op, "dropped before delivery")                         \
+  X(permission_denied, op, "permission denied")                     \
+  X(malformed, peer, "malformed data from the peer")                \
+  X(version_mismatch, peer, "peer speaks another protocol version") \
+  X(closed, peer, "connection closed")                              \
+  X(broken, peer, "peer unreachable or dead")                       \
+  X(no_memory, ni, "out of memory")                                 \
+  X(not_initialized, ni, "not initialized or already closed")       \
+  X(system_error, ni, "operating system call failed")               \
   X(internal, ni, "internal error")
 
 enum class Status : std::uint8_t {
