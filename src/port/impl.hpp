@@ -250,6 +250,10 @@ class Port::Impl {
                         std::uint32_t node_id, unsigned port) noexcept;
   void on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept;
   void on_send_finalized(Op* op, Status s) noexcept;
+  /// Acks that rode in a send's tag, for our connection to its sender.
+  void on_piggyback(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                    std::uint64_t acks) noexcept;
+  void apply_acks(Connection* c, std::uint32_t count) noexcept;
   void on_landing_finalized(Op* op, Status s) noexcept;
   void retry_sends() noexcept;
   void check_gates() noexcept;
@@ -307,6 +311,7 @@ class Port::Impl {
   base::Pool<AlarmRec> alarms;
   std::size_t alarms_armed = 0;
   std::int64_t next_check_ns = 0;
+  std::uint32_t polls = 0;
   std::int64_t timeout_ns = 0;
   std::int64_t spin_ns = 0;
 

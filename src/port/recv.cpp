@@ -316,6 +316,8 @@ void Port::Impl::hold(Stream* s, core::Incoming* handle, const wire::PortHeader&
 }
 
 void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+  if (h.kind == wire::PortKind::send && h.tag != 0)
+    on_piggyback(h.priority, a.source, h.sending_port, h.tag);
   Stream* s = stream(h.priority, a.source, h.sending_port, true);
   if (s == nullptr) {
     PIER_LOG(warn, "port", "port {}: too many streams; node {} times out", id, a.source);

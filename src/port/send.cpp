@@ -122,11 +122,15 @@ Status Port::Impl::post(Op* op) noexcept {
   h.receiving_port = c->port;
   h.length = op->length;
   bool payload = false;
+  Stream* piggyback = nullptr;
   switch (op->kind) {
     case OpKind::send:
       h.kind = wire::PortKind::send;
       h.size_class = op->size;
-      h.tag = static_cast<std::uint64_t>(ops.handle_of(op));
+      // The acks we owe that port on this priority ride along (control.hpp),
+      // unless answers already wait in line: they must leave in order.
+      if (reply_retry.empty()) piggyback = stream(c->priority, c->node, c->port, false);
+      if (piggyback) h.tag = piggyback->owed_acks;
       payload = true;
       break;
     case OpKind::put:
@@ -163,6 +167,7 @@ Status Port::Impl::post(Op* op) noexcept {
   }
   Status s = core().send(a);
   if (s == Status::ok) {
+    if (piggyback) piggyback->owed_acks = 0;
     op->core_busy = true;
     ++pinned;
     c->in_flight.push(op);
@@ -304,6 +309,23 @@ static Op* first_unanswered(Connection* c) noexcept {
   return nullptr;
 }
 
+void Port::Impl::apply_acks(Connection* c, std::uint32_t count) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Op* op = first_unanswered(c);
+    if (op == nullptr) break;
+    op->replied = true;
+    op->reply_status = Status::ok;
+  }
+}
+
+void Port::Impl::on_piggyback(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                              std::uint64_t acks) noexcept {
+  Connection* c = connection(priority, node_id, port, false);
+  if (c == nullptr || acks > 0xffff'ffff) return;
+  apply_acks(c, static_cast<std::uint32_t>(acks));
+  settle(c);
+}
+
 void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept {
   Connection* c = connection(h.priority, a.source, h.sending_port, false);
   auto control = decode_control(h.cookie);
@@ -332,12 +354,7 @@ void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noe
   (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
   if (c == nullptr) return;
   if (control->code == Control::ack) {
-    for (std::uint32_t i = 0; i < control->count; ++i) {
-      Op* op = first_unanswered(c);
-      if (op == nullptr) break;
-      op->replied = true;
-      op->reply_status = Status::ok;
-    }
+    apply_acks(c, control->count);
   } else if (Op* op = first_unanswered(c)) {
     op->replied = true;
     if (is_control(op->kind) || control->status == Status::ok) {
