@@ -9,11 +9,14 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -160,6 +163,7 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
   driver::Properties props;
   driver::Caps& caps = props.caps;
   caps.recv_post = true;
+  caps.recv_any = true;
   caps.max_iov = max_iov_;
   caps.blocking_wait = true;
   caps.rdv_data = rma_;
@@ -201,6 +205,12 @@ Result<std::vector<std::byte>> OfiContext::init() {
   if (Status s = open_fabric(); s != Status::ok) {
     close_fabric();
     return s;
+  }
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    PIER_LOG(error, "ofi", "cannot create an eventfd: {}", std::strerror(errno));
+    close_fabric();
+    return Status::system_error;
   }
   std::array<std::byte, max_name> name{};
   std::size_t len = name.size();
@@ -298,6 +308,8 @@ void OfiContext::close_fabric() noexcept {
   close_fid(av_);
   close_fid(domain_);
   close_fid(fabric_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_fd_ = -1;
   for (Peer& p : peers_)
     if (p.pidfd >= 0) ::close(p.pidfd);
   peers_.clear();
@@ -706,18 +718,78 @@ Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline dea
     if (wait_fd_ >= 0) {
       fid* fids[1] = {&cq_->fid};
       if (fi_trywait(fabric_, fids, 1) != FI_SUCCESS) continue;
-      const int fd = wait_fd_;
+      std::array<pollfd, 2> pfd{pollfd{wait_fd_, POLLIN, 0}, pollfd{wake_fd_, POLLIN, 0}};
       lock.unlock();
-      pollfd pfd{fd, POLLIN, 0};
-      (void)::poll(&pfd, 1, ms_ceil(slice));
+      (void)::poll(pfd.data(), pfd.size(), ms_ceil(slice));
       lock.lock();
     } else {
+      if (cancel_any_.load(std::memory_order_acquire)) continue;
       lock.unlock();
       std::this_thread::sleep_for(
           std::min<driver::Clock::duration>(slice, std::chrono::microseconds(200)));
       lock.lock();
     }
   }
+}
+
+// --- receive-any ----------------------------------------------------------
+
+OfiInstance* OfiContext::find_ready() noexcept {
+  // Round robin, so one busy peer does not hide the others.
+  const std::size_t n = instances_.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    OfiInstance* inst = instances_[(next_probe_ + k) % n];
+    if (inst->has_packet()) {
+      next_probe_ = (next_probe_ + k + 1) % n;
+      return inst;
+    }
+  }
+  return nullptr;
+}
+
+Status OfiContext::probe_any(driver::Instance** ready) {
+  *ready = nullptr;
+  std::lock_guard lock(mutex_);
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  progress();
+  OfiInstance* inst = find_ready();
+  if (inst == nullptr) return Status::in_progress;
+  *ready = inst;
+  return Status::ok;
+}
+
+Status OfiContext::wait_any(driver::Instance** ready, driver::Deadline deadline) {
+  *ready = nullptr;
+  std::unique_lock lock(mutex_);
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  const Status s = wait(
+      lock, deadline,
+      [](void* self) {
+        auto* ctx = static_cast<OfiContext*>(self);
+        return ctx->cancel_any_.load(std::memory_order_acquire) || ctx->find_ready() != nullptr;
+      },
+      this);
+  if (cancel_any_.exchange(false, std::memory_order_acq_rel)) {
+    std::uint64_t drained = 0;
+    (void)::read(wake_fd_, &drained, sizeof drained);
+    return Status::canceled;
+  }
+  if (s != Status::ok) return s;
+  *ready = find_ready();
+  return *ready != nullptr ? Status::ok : Status::in_progress;
+}
+
+Status OfiContext::cancel_any() {
+  // Runs while wait_any() sleeps in another thread: no lock, only the flag
+  // and the eventfd the sleeper polls.
+  const int fd = wake_fd_;
+  if (state_ != State::running || fd < 0) return Status::not_initialized;
+  cancel_any_.store(true, std::memory_order_release);
+  const std::uint64_t one = 1;
+  (void)::write(fd, &one, sizeof one);
+  return Status::ok;
 }
 
 }  // namespace pier::drivers::ofi

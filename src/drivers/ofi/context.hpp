@@ -17,6 +17,7 @@
 
 #include <pier/driver.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,9 @@ class OfiContext final : public driver::Context {
   Status close() override;
   Result<std::unique_ptr<driver::Instance>> open_instance(driver::Track track) override;
   std::string unavailable_reason() const override;
+  Status probe_any(driver::Instance** ready) override;
+  Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
+  Status cancel_any() override;
 
   // --- for instances (called with mutex() held) -------------------------
   std::mutex& mutex() noexcept { return mutex_; }
@@ -139,6 +143,7 @@ class OfiContext final : public driver::Context {
   void retry_ops() noexcept;
   void check_peers() noexcept;
   void mark_dead(std::size_t peer) noexcept;
+  OfiInstance* find_ready() noexcept;
   std::optional<std::size_t> peer_of_addr(std::uint64_t addr) const noexcept;
 
   std::string wanted_;
@@ -153,6 +158,9 @@ class OfiContext final : public driver::Context {
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
   int wait_fd_ = -1;
+  int wake_fd_ = -1;  ///< eventfd: cancel_any() wakes a sleeping wait_any()
+  std::atomic<bool> cancel_any_{false};
+  std::size_t next_probe_ = 0;
 
   std::uint64_t id_ = 0;
   std::uint32_t next_instance_ = 1;

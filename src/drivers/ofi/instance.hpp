@@ -12,6 +12,7 @@
 
 #include <pier/driver.hpp>
 
+#include <mutex>
 #include <vector>
 
 namespace pier::drivers::ofi {
@@ -57,8 +58,11 @@ class OfiInstance final : public driver::Instance {
   /// Posts (or re-posts) libfabric work for an op; -FI_EAGAIN leaves it
   /// for the context's retry list.
   void post_op(Op* op) noexcept;
-  /// Sends owed control messages (hello, credit) that could not go before.
+  /// Sends owed control messages (hello, credit) and posts an owed
+  /// small-track receive, when they could not go before.
   void flush_control() noexcept;
+  /// Small track: a packet waits in the bounce buffer (receive-any).
+  bool has_packet() const noexcept;
 
  private:
   enum class State : std::uint8_t { idle, connecting, connected, closed, broken };
@@ -75,6 +79,19 @@ class OfiInstance final : public driver::Instance {
   Status register_recv(driver::Packet& pkt) noexcept;
   void cancel_recv_op() noexcept;
   void owe_credit() noexcept;
+  void count_received() noexcept;
+  bool is_user_recv(const driver::Packet& pkt) const noexcept;
+  // small track (small.cpp)
+  void post_prepost() noexcept;
+  void on_prepost_done() noexcept;
+  Status small_post(driver::Packet& pkt) noexcept;
+  Status small_poll(driver::Packet& pkt) noexcept;
+  Status small_wait(driver::Packet& pkt, std::unique_lock<std::mutex>& lock,
+                    driver::Deadline deadline) noexcept;
+  Status small_cancel(driver::Packet& pkt) noexcept;
+  Status deliver(driver::Packet& pkt) noexcept;
+  void end_user(Status s) noexcept;
+  void end_small(Status why) noexcept;
 
   OfiContext& ctx_;
   const driver::Track track_;
@@ -100,10 +117,15 @@ class OfiInstance final : public driver::Instance {
   bool credit_due_ = false;
   bool peer_bye_ = false;
   std::uint64_t peer_sent_total_ = 0;
-  /// Small track: receives shorter than max_packet land here first, so the
-  /// provider never truncates (tcp;ofi_rxm loses the stream after truncating
-  /// an unexpected message) and the truncation is done here.
+  /// Small track: the driver keeps one receive of max_packet bytes posted
+  /// here (pre_op_), so packets wait in the driver for receive-any, a user
+  /// receive completes at once when one is here, a cancel never races the
+  /// provider, and the provider never truncates (tcp;ofi_rxm loses the
+  /// stream after truncating an unexpected message): pier copies out.
   std::vector<std::byte> bounce_;
+  Op* pre_op_ = nullptr;
+  driver::Packet* user_ = nullptr;  ///< the user receive waiting for pre_op_
+  bool prepost_due_ = false;
   fid_mr* mr_ = nullptr;  ///< the posted large receive's registration
   std::uint32_t cookie_ = 0;
   std::size_t recv_capacity_ = 0;

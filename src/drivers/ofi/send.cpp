@@ -1,0 +1,128 @@
+#include "drivers/ofi/instance.hpp"
+
+#include "base/log.hpp"
+#include "driver/driver.hpp"
+#include "drivers/ofi/context.hpp"
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <algorithm>
+
+namespace pier::drivers::ofi {
+
+namespace {
+
+Op* op_of(const driver::Packet& pkt) noexcept {
+  return reinterpret_cast<Op*>(pkt.driver_data[1]);
+}
+
+}  // namespace
+
+// --- send ----------------------------------------------------------------
+
+Status OfiInstance::send_post(driver::Packet& pkt) {
+  std::lock_guard lock(ctx_.mutex());
+  if (!ctx_.running()) return Status::not_initialized;
+  if (Status s = check_post(pkt, true); s != Status::ok) return s;
+  switch (state_) {
+    case State::idle:
+      return Status::invalid_argument;
+    case State::closed:
+    case State::broken:
+      return end_status_;
+    case State::connecting:
+      ctx_.progress();
+      return Status::no_resource;
+    case State::connected:
+      break;
+  }
+  if (peer_bye_) return Status::closed;
+  if (!hello_sent_) {
+    flush_control();
+    if (!hello_sent_) return Status::no_resource;
+  }
+  const bool credit_blocked = [&] {
+    return track_ == driver::Track::small && sent_ - peer_consumed_ >= ctx_.credits();
+  }();
+  const bool rdv_busy = rdv_op_ != nullptr && !rdv_op_->done;
+  if (credit_blocked || rdv_busy || sends_in_flight_ >= ctx_.send_queue()) {
+    ctx_.progress();
+    return Status::no_resource;
+  }
+  Op* op = ctx_.get_op(Op::Kind::send, this);
+  if (op == nullptr) {
+    ctx_.progress();
+    return Status::no_resource;
+  }
+  op->pkt = &pkt;
+  op->length = pkt.size();
+  op->peer = ctx_.peer_addr(peer_);
+  if (track_ == driver::Track::large && ctx_.rma() && pkt.rdv_len > 0) {
+    // rdv_data crossed the wire: anything that is not ours is ignored and
+    // the data goes by message into the posted receive.
+    if (Result<Rdv> rdv = decode_rdv(pkt); rdv) {
+      op->kind = Op::Kind::rma_write;
+      op->rdv = *rdv;
+    }
+  }
+  const bool rma = op->kind == Op::Kind::rma_write;
+  post_op(op);
+  if (op->retry || !op->in_provider) {
+    // Nothing reached libfabric: the caller retries.
+    const bool refused = op->done;
+    if (op->retry) {
+      std::erase(ctx_.retry_list(), op);
+      op->retry = false;
+    }
+    op->owner = nullptr;
+    ctx_.maybe_free(op);
+    ctx_.progress();
+    return refused ? Status::system_error : Status::no_resource;
+  }
+  if (rma) rdv_op_ = op;
+  ++sent_;
+  ++sends_in_flight_;
+  pkt.driver_data[0] = mark_sending;
+  pkt.driver_data[1] = reinterpret_cast<std::uintptr_t>(op);
+  return Status::in_progress;
+}
+
+Status OfiInstance::finish_send(driver::Packet& pkt) noexcept {
+  Op* op = op_of(pkt);
+  const Status s = op->status;
+  pkt.length = s == Status::ok ? op->length : 0;
+  op->reported = true;
+  op->pkt = nullptr;
+  if (rdv_op_ == op) rdv_op_ = nullptr;
+  --sends_in_flight_;
+  ctx_.maybe_free(op);
+  pkt.driver_data[0] = mark_done;
+  pkt.driver_data[1] = 0;
+  pkt.driver_data[2] = static_cast<std::uintptr_t>(s);
+  return s;
+}
+
+Status OfiInstance::send_poll(driver::Packet& pkt) {
+  std::lock_guard lock(ctx_.mutex());
+  if (pkt.driver_data[0] == mark_done) return static_cast<Status>(pkt.driver_data[2]);
+  if (pkt.driver_data[0] != mark_sending) return Status::invalid_argument;
+  if (!op_of(pkt)->done) ctx_.progress();
+  if (!op_of(pkt)->done) return Status::in_progress;
+  return finish_send(pkt);
+}
+
+Status OfiInstance::send_wait(driver::Packet& pkt, driver::Deadline deadline) {
+  std::unique_lock lock(ctx_.mutex());
+  if (pkt.driver_data[0] == mark_done) return static_cast<Status>(pkt.driver_data[2]);
+  if (pkt.driver_data[0] != mark_sending) return Status::invalid_argument;
+  Op* op = op_of(pkt);
+  const Status s = ctx_.wait(
+      lock, deadline, [](void* o) { return static_cast<Op*>(o)->done; }, op);
+  if (s != Status::ok) return s;
+  return finish_send(pkt);
+}
+
+}  // namespace pier::drivers::ofi
