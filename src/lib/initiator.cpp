@@ -42,6 +42,7 @@ void* reply_cookie(Msg* m) {
 }  // namespace
 
 void Lib::lib_finalize(void* cookie, Status status) noexcept {
+  flush_deferred();  // a finalize just gave the core room back
   auto bits = reinterpret_cast<std::uintptr_t>(cookie);
   auto* m = reinterpret_cast<Msg*>(bits & ~std::uintptr_t{1});
   if (!m->initiator) return finish_target(m, status);
@@ -201,7 +202,9 @@ int Lib::start_move(const Move& mv) noexcept {
     }
     length = mv.length;
   }
-  Status s = send_header(peer, h, m, region, offset, length);
+  // No room in the core now: the request waits with the answers and leaves
+  // from a later progress pass; the call still succeeds (it is queued).
+  Status s = send_answer(peer, h, m, region, offset, length);
   if (s == Status::no_resource) {
     release_msg(m);
     return PTL_NO_SPACE;

@@ -113,6 +113,7 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   lib->pid_ = core.rank();
   lib->uid_ = static_cast<std::uint32_t>(geteuid());
   lib->fire_queue_.reserve(lib->trigs_.capacity());
+  lib->deferred_.resize(2 * n);
   // A nid names a host: the lowest rank on the same node.
   lib->nid_of_rank_.resize(core.size());
   for (core::Rank r = 0; r < core.size(); ++r) {

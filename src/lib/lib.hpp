@@ -206,6 +206,11 @@ class Lib final : public core::Client, public nal::Lib {
   void deliver_answer(Msg* m) noexcept;
   Status send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
                      const core::Region* region, std::size_t offset, std::size_t length) noexcept;
+  /// send_header, but when the core has no room now the packet waits in
+  /// deferred_ (in order) and leaves from a later parse or finalize.
+  Status send_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
+                     const core::Region* region, std::size_t offset, std::size_t length) noexcept;
+  void flush_deferred() noexcept;
   std::byte* bounce(const Msg* m) noexcept { return bounce_.data() + m->bounce * bounce_slot; }
   std::size_t bounce_offset(const Msg* m) const noexcept { return m->bounce * bounce_slot; }
   void disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept;
@@ -247,6 +252,15 @@ class Lib final : public core::Client, public nal::Lib {
   std::uint32_t pid_ = 0;
   std::uint32_t uid_ = 0;  ///< effective uid, sent in every request
   ptl_nid_t nid_ = 0;
+  struct Deferred {
+    core::Rank peer = 0;
+    wire::PortalsHeader header;
+    void* cookie = nullptr;
+    const core::Region* region = nullptr;
+    std::size_t offset = 0, length = 0;
+  };
+  std::vector<Deferred> deferred_;  ///< a ring, sized at creation
+  std::size_t deferred_head_ = 0, deferred_count_ = 0;
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;
 };

@@ -74,6 +74,7 @@ const core::Region* contiguous(const Buffer& b, std::size_t offset, std::size_t 
 }  // namespace
 
 void Lib::lib_parse(const core::Arrival& a) noexcept {
+  flush_deferred();
   auto h = wire::PortalsHeader::decode(a.header);
   if (!h) {
     PIER_LOG(warn, "lib", "malformed portals header from rank {}: {}", a.source,
@@ -101,6 +102,37 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
   return core_.send(s);
 }
 
+Status Lib::send_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
+                        const core::Region* region, std::size_t offset,
+                        std::size_t length) noexcept {
+  Status s = deferred_count_ == 0 ? send_header(peer, h, cookie, region, offset, length)
+                                  : Status::no_resource;
+  if (s != Status::no_resource) return s;
+  if (deferred_count_ == deferred_.size()) {
+    PIER_LOG(error, "lib", "answer to rank {} lost: {} answers already wait for the core", peer,
+             deferred_count_);
+    return Status::no_resource;
+  }
+  deferred_[(deferred_head_ + deferred_count_) % deferred_.size()] =
+      Deferred{peer, h, cookie, region, offset, length};
+  ++deferred_count_;
+  return Status::ok;
+}
+
+void Lib::flush_deferred() noexcept {
+  while (deferred_count_ > 0) {
+    Deferred& d = deferred_[deferred_head_];
+    Status s = send_header(d.peer, d.header, d.cookie, d.region, d.offset, d.length);
+    if (s == Status::no_resource) return;
+    deferred_head_ = (deferred_head_ + 1) % deferred_.size();
+    --deferred_count_;
+    if (s != Status::ok) {
+      PIER_LOG(warn, "lib", "cannot send to rank {}: {}", d.peer, to_string(s));
+      if (d.cookie) lib_finalize(d.cookie, s);  // the send failed: complete it as failed
+    }
+  }
+}
+
 void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
                  wire::NiFail fail) noexcept {
   (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
@@ -116,7 +148,7 @@ void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
   r.length = h.length;
   r.initiator_nid = h.target_nid;
   r.initiator_pid = h.target_pid;
-  if (Status s = send_header(a.source, r, nullptr, nullptr, 0, 0); s != Status::ok)
+  if (Status s = send_answer(a.source, r, nullptr, nullptr, 0, 0); s != Status::ok)
     PIER_LOG(warn, "lib", "cannot answer rank {}: {}", a.source, to_string(s));
   (void)ni;
 }
@@ -322,9 +354,9 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
         std::memcpy(bounce(m) + done, e->buffer.segments[i].base + in, n);
         done += n;
       }
-      s = send_header(a.source, r, m, &bounce_region_, bounce_offset(m), mlength);
+      s = send_answer(a.source, r, m, &bounce_region_, bounce_offset(m), mlength);
     } else {
-      s = send_header(a.source, r, m, seg, local, mlength);
+      s = send_answer(a.source, r, m, seg, local, mlength);
     }
   } else {
     // Atomics land in the bounce slot and are applied when complete.
@@ -380,7 +412,7 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   r.remote_offset = m->offset_used;
   r.hdr_data = e->list;
   m->phase = Phase::target_send;
-  Status s = send_header(m->source, r, m, &bounce_region_,
+  Status s = send_answer(m->source, r, m, &bounce_region_,
                          bounce_offset(m) + wire::max_operand_length + 512, r.mlength);
   if (s != Status::ok) complete_target(m, PTL_NI_UNDELIVERABLE);
 }
@@ -433,7 +465,7 @@ void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
       r.mlength = m->ev.mlength;
       r.remote_offset = m->offset_used;
       r.hdr_data = e->list;
-      if (Status s = send_header(m->source, r, nullptr, nullptr, 0, 0); s != Status::ok)
+      if (Status s = send_answer(m->source, r, nullptr, nullptr, 0, 0); s != Status::ok)
         PIER_LOG(warn, "lib", "cannot ack rank {}: {}", m->source, to_string(s));
     }
   }

@@ -528,6 +528,22 @@ TEST_P(Data, R_F6_FullQueueDisablesFlowControlledIndexes) {
   EXPECT_EQ(put(), PTL_NI_OK);
 }
 
+TEST_P(Data, BurstOfAckedPutsAllComplete) {
+  constexpr int n = 48;
+  std::array<char, 8> dst{}, src{};
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  append(me(dst.data(), dst.size(), PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE));
+  (void)next_event(teq_);
+  auto md = bind(src.data(), src.size(), PTL_MD_EVENT_CT_ACK | PTL_MD_EVENT_SEND_DISABLE, ct);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(PtlPut(md, 0, 8, PTL_CT_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_OK);
+  ptl_ct_event_t v = ct_wait(ct, n);
+  EXPECT_EQ(v.success, ptl_size_t{n});
+  EXPECT_EQ(v.failure, 0u);
+  EXPECT_EQ(PtlMDRelease(md), PTL_OK);  // nothing in flight any more
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
 
 }  // namespace
