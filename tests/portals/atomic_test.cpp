@@ -49,6 +49,58 @@ class Atomics : public Portals {
   ptl_handle_md_t put_md_ = PTL_INVALID_HANDLE, get_md_ = PTL_INVALID_HANDLE;
 };
 
+/// R-A1 restated: may `fn` (0 atomic, 1 fetch, 2 swap) apply op to type?
+bool table_allows(int fn, ptl_op_t op, ptl_datatype_t type) {
+  bool integer = type <= PTL_UINT32_T || type == PTL_INT64_T || type == PTL_UINT64_T;
+  bool complex =
+      type == PTL_FLOAT_COMPLEX || type == PTL_DOUBLE_COMPLEX || type == PTL_LONG_DOUBLE_COMPLEX;
+  bool swap_fn = fn == 2;
+  switch (op) {
+    case PTL_MIN:
+    case PTL_MAX:
+      return !swap_fn && !complex;
+    case PTL_SUM:
+    case PTL_PROD:
+      return !swap_fn;
+    case PTL_SWAP:
+    case PTL_CSWAP:
+    case PTL_CSWAP_NE:
+      return swap_fn;
+    case PTL_CSWAP_LE:
+    case PTL_CSWAP_LT:
+    case PTL_CSWAP_GE:
+    case PTL_CSWAP_GT:
+      return swap_fn && !complex;
+    case PTL_MSWAP:
+      return swap_fn && integer;
+    default:
+      return !swap_fn && integer;  // logical and bitwise
+  }
+}
+
+TEST_P(Atomics, R_A1_EveryOperationAndDatatype) {
+  std::size_t sizes[] = {
+      1, 1, 2, 2, 4, 4, 4, 8, 8, 8, 8, 16, sizeof(long double), sizeof(std::complex<long double>)};
+  ptl_md_t d{source_, sizeof source_, 0, PTL_EQ_NONE, PTL_CT_NONE};
+  ptl_handle_md_t quiet_put, quiet_get;
+  ASSERT_EQ(PtlMDBind(ni_, &d, &quiet_put), PTL_OK);
+  d.start = fetched_;
+  ASSERT_EQ(PtlMDBind(ni_, &d, &quiet_get), PTL_OK);
+  alignas(16) unsigned char operand[32] = {};
+  for (ptl_op_t op = 0; op < PTL_OP_LAST; ++op)
+    for (ptl_datatype_t type = 0; type < PTL_DATATYPE_LAST; ++type) {
+      ptl_size_t len = sizes[type];
+      int rcs[3] = {
+          PtlAtomic(quiet_put, 0, len, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, op, type),
+          PtlFetchAtomic(quiet_get, 0, quiet_put, 0, len, self_, pt_, 0, 0, nullptr, 0, op, type),
+          PtlSwap(quiet_get, 0, quiet_put, 0, len, self_, pt_, 0, 0, nullptr, 0, operand, op,
+                  type)};
+      for (int fn = 0; fn < 3; ++fn)
+        EXPECT_EQ(rcs[fn], table_allows(fn, op, type) ? PTL_OK : PTL_ARG_INVALID)
+            << "function " << fn << " op " << int(op) << " type " << int(type);
+    }
+}
+
 TEST_P(Atomics, R_A1_LegalityTable) {
   auto call = [&](ptl_op_t op, ptl_datatype_t type) {
     return PtlAtomic(put_md_, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, op, type);

@@ -2,15 +2,18 @@
 // it exposes a buffer and two counters, then makes no pier call at all until
 // every other rank says it is done (it only reads its own memory), so every
 // put, get and atomic below completes through the progress thread.
-// Usage: portals_job logical|physical. Prints "rank R: ok" and exits 0.
+// Usage: portals_job logical|physical [pingpong BYTES]. Prints "rank R: ok"
+// and exits 0; the ping-pong also prints latency percentiles from rank 0.
 #include <portals4.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -144,6 +147,69 @@ int run_initiator(Job& j, int rank) {
   return 0;
 }
 
+/// Ping-pong of `bytes`-byte puts between ranks 0 and 1, each side waiting
+/// on its entry's counter; prints the one-way latency percentiles.
+int run_pingpong(Job& j, int rank, std::size_t bytes) {
+  if (j.size < 2 || rank > 1) return 0;
+  static unsigned char in[1 << 20], out[1 << 20];
+  bytes = std::min(bytes, sizeof in);
+  ptl_handle_ct_t ct;
+  TRY(PtlCTAlloc(j.ni, &ct));
+  ptl_me_t me{};
+  me.start = in;
+  me.length = sizeof in;
+  me.ct_handle = ct;
+  me.uid = PTL_UID_ANY;
+  me.options = PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE;
+  if (j.logical)
+    me.match_id.rank = PTL_RANK_ANY;
+  else
+    me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+  ptl_handle_me_t h;
+  TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
+  ptl_md_t d{out, bytes, PTL_MD_EVENT_SEND_DISABLE, PTL_EQ_NONE, PTL_CT_NONE};
+  ptl_handle_md_t md;
+  TRY(PtlMDBind(j.ni, &d, &md));
+  ptl_process_t peer = j.target();
+  if (j.logical)
+    peer.rank = rank == 0 ? 1 : 0;
+  else
+    peer.phys.pid = rank == 0 ? 1 : 0;
+  // The peer may not have appended yet: rank 0 repeats its first ping until
+  // rank 1 answers it.
+  constexpr int warmup = 200, rounds = 2000;
+  std::vector<double> us;
+  us.reserve(rounds);
+  ptl_ct_event_t v{};
+  for (int i = 1; i <= warmup + rounds; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (rank == 0) {
+      while (true) {
+        TRY(PtlPut(md, 0, bytes, PTL_NO_ACK_REQ, peer, pt_index, 0, 0, nullptr, 0));
+        ptl_size_t test = ptl_size_t(i);
+        unsigned which;
+        int rc = PtlCTPoll(&ct, &test, 1, i == 1 ? 100 : 20000, &v, &which);
+        if (rc == PTL_OK) break;
+        if (i != 1 || std::chrono::steady_clock::now() - t0 > limit)
+          return fail(rank, "waiting for a pong", rc);
+      }
+    } else {
+      TRY(PtlCTWait(ct, ptl_size_t(i), &v));
+      TRY(PtlPut(md, 0, bytes, PTL_NO_ACK_REQ, peer, pt_index, 0, 0, nullptr, 0));
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (i > warmup) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 2);
+  }
+  if (rank == 0) {
+    std::sort(us.begin(), us.end());
+    std::printf("pingpong %zu bytes: one-way median %.2f us, p10 %.2f, p90 %.2f (%d rounds)\n",
+                bytes, us[us.size() / 2], us[us.size() / 10], us[us.size() * 9 / 10], rounds);
+  } else {
+    // Stay until rank 0 has its last pong: its PtlFini drains, ours too.
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,7 +235,11 @@ int main(int argc, char** argv) {
   TRY(PtlEQAlloc(j.ni, 64, &j.eq));
   ptl_pt_index_t pt;
   TRY(PtlPTAlloc(j.ni, 0, PTL_EQ_NONE, pt_index, &pt));
-  int rc = rank == 0 ? run_target(j, rank) : run_initiator(j, rank);
+  int rc = 0;
+  if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
+    rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
+  else
+    rc = rank == 0 ? run_target(j, rank) : run_initiator(j, rank);
   PtlNIFini(j.ni);
   PtlFini();
   if (rc == 0) std::printf("rank %d: ok\n", rank);
