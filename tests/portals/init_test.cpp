@@ -23,6 +23,81 @@ TEST(PortalsInit, R_I1_CallsBeforeInitReturnNoInit) {
   PtlFini();
 }
 
+TEST(PortalsInit, R_I1_EveryFunctionBeforeInit) {
+  const ptl_handle_any_t h = 0x10000001;
+  ptl_process_t id{};
+  ptl_md_t md{};
+  ptl_me_t me{};
+  ptl_le_t le{};
+  ptl_ct_event_t ct{};
+  ptl_event_t ev{};
+  ptl_size_t size = 0, test = 1;
+  unsigned which = 0;
+  ptl_uid_t uid;
+  ptl_sr_value_t sr;
+  ptl_pt_index_t pt;
+  ptl_handle_any_t out;
+  std::uint64_t operand = 0;
+  const int rcs[] = {
+      PtlNIInit(PTL_IFACE_DEFAULT, PTL_NI_MATCHING | PTL_NI_PHYSICAL, PTL_PID_ANY, nullptr, nullptr,
+                &out),
+      PtlNIFini(h),
+      PtlNIStatus(h, PTL_SR_DROP_COUNT, &sr),
+      PtlNIHandle(h, &out),
+      PtlSetMap(h, 1, &id),
+      PtlGetMap(h, 1, &id, &size),
+      PtlPTAlloc(h, 0, PTL_EQ_NONE, PTL_PT_ANY, &pt),
+      PtlPTFree(h, 0),
+      PtlPTDisable(h, 0),
+      PtlPTEnable(h, 0),
+      PtlGetUid(h, &uid),
+      PtlGetId(h, &id),
+      PtlGetPhysId(h, &id),
+      PtlMDBind(h, &md, &out),
+      PtlMDRelease(h),
+      PtlLEAppend(h, 0, &le, PTL_PRIORITY_LIST, nullptr, &out),
+      PtlLEUnlink(h),
+      PtlLESearch(h, 0, &le, PTL_SEARCH_ONLY, nullptr),
+      PtlMEAppend(h, 0, &me, PTL_PRIORITY_LIST, nullptr, &out),
+      PtlMEUnlink(h),
+      PtlMESearch(h, 0, &me, PTL_SEARCH_ONLY, nullptr),
+      PtlCTAlloc(h, &out),
+      PtlCTFree(h),
+      PtlCTCancelTriggered(h),
+      PtlCTGet(h, &ct),
+      PtlCTWait(h, 1, &ct),
+      PtlCTPoll(&h, &test, 1, 0, &ct, &which),
+      PtlCTSet(h, ct),
+      PtlCTInc(h, ct),
+      PtlPut(h, 0, 0, PTL_NO_ACK_REQ, id, 0, 0, 0, nullptr, 0),
+      PtlGet(h, 0, 0, id, 0, 0, 0, nullptr),
+      PtlAtomic(h, 0, 8, PTL_NO_ACK_REQ, id, 0, 0, 0, nullptr, 0, PTL_SUM, PTL_INT64_T),
+      PtlFetchAtomic(h, 0, h, 0, 8, id, 0, 0, 0, nullptr, 0, PTL_SUM, PTL_INT64_T),
+      PtlSwap(h, 0, h, 0, 8, id, 0, 0, 0, nullptr, 0, &operand, PTL_CSWAP, PTL_INT64_T),
+      PtlAtomicSync(),
+      PtlEQAlloc(h, 1, &out),
+      PtlEQFree(h),
+      PtlEQGet(h, &ev),
+      PtlEQWait(h, &ev),
+      PtlEQPoll(&h, 1, 0, &ev, &which),
+      PtlTriggeredPut(h, 0, 0, PTL_NO_ACK_REQ, id, 0, 0, 0, nullptr, 0, h, 1),
+      PtlTriggeredGet(h, 0, 0, id, 0, 0, 0, nullptr, h, 1),
+      PtlTriggeredAtomic(h, 0, 8, PTL_NO_ACK_REQ, id, 0, 0, 0, nullptr, 0, PTL_SUM, PTL_INT64_T, h,
+                         1),
+      PtlTriggeredFetchAtomic(h, 0, h, 0, 8, id, 0, 0, 0, nullptr, 0, PTL_SUM, PTL_INT64_T, h, 1),
+      PtlTriggeredSwap(h, 0, h, 0, 8, id, 0, 0, 0, nullptr, 0, &operand, PTL_CSWAP, PTL_INT64_T, h,
+                       1),
+      PtlTriggeredCTInc(h, ct, h, 1),
+      PtlTriggeredCTSet(h, ct, h, 1),
+      PtlTriggeredMEAppend(h, 0, &me, PTL_PRIORITY_LIST, nullptr, &out, h, 1),
+      PtlTriggeredMEUnlink(h, h, 1),
+      PtlStartBundle(h),
+      PtlEndBundle(h),
+  };
+  for (std::size_t i = 0; i < std::size(rcs); ++i)
+    EXPECT_EQ(rcs[i], PTL_NO_INIT) << "call #" << i << " of the list";
+}
+
 TEST(PortalsInit, R_I2_InitIsReferenceCounted) {
   ASSERT_EQ(PtlInit(), PTL_OK);
   ASSERT_EQ(PtlInit(), PTL_OK);
