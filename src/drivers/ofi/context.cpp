@@ -41,6 +41,10 @@ inline const config::IntKey keepalive_key{
     "OFI_KEEPALIVE_MS", 1000, 0, 3600000,
     "a peer on another host (or pid space) gets a keep-alive this often while the context is "
     "polled, so its death shows as a send error (0: never)"};
+inline const config::IntKey progress_key{
+    "OFI_PROGRESS_US", -1, -1, 1000000,
+    "a progress thread polls the context this often, for providers that complete a send only "
+    "when the receiver polls (0: never; -1: only for udp;ofi_rxd)"};
 inline const config::BoolKey rma_key{
     "OFI_RMA", true, "large-track rendezvous by RMA write where the provider offers it"};
 
@@ -117,6 +121,7 @@ OfiContext::OfiContext(std::string provider) : wanted_(std::move(provider)) {}
 
 OfiContext::~OfiContext() {
   if (state_ == State::running) (void)close();
+  stop_progress_thread();
   if (choice_.info != nullptr) fi_freeinfo(choice_.info);
 }
 
@@ -240,6 +245,7 @@ Result<std::vector<std::byte>> OfiContext::init() {
   }
   state_ = State::running;
   last_check_ = std::chrono::steady_clock::now();
+  start_progress_thread();
   {
     std::lock_guard list(neighbours().mu);
     neighbours().all.push_back(this);
@@ -318,10 +324,13 @@ void OfiContext::close_fabric() noexcept {
 Status OfiContext::close() {
   if (state_ == State::closed) return Status::not_initialized;
   if (state_ == State::running) {
-    std::lock_guard list(neighbours().mu);
-    std::lock_guard lock(mutex_);
-    if (!instances_.empty()) return Status::in_use;
-    std::erase(neighbours().all, this);
+    {
+      std::lock_guard list(neighbours().mu);
+      std::lock_guard lock(mutex_);
+      if (!instances_.empty()) return Status::in_use;
+      std::erase(neighbours().all, this);
+    }
+    stop_progress_thread();
   }
   std::lock_guard lock(mutex_);
   if (state_ == State::running) {
@@ -332,6 +341,31 @@ Status OfiContext::close() {
   close_fabric();
   state_ = State::closed;
   return Status::ok;
+}
+
+void OfiContext::start_progress_thread() {
+  std::int64_t us = progress_key.get();
+  if (us < 0)
+    us = std::string_view(choice_.info->fabric_attr->prov_name) == "udp;ofi_rxd" ? 1000 : 0;
+  if (us == 0) return;
+  stop_progress_ = false;
+  try {
+    progress_thread_ = std::thread([this, us] {
+      while (!stop_progress_.load(std::memory_order_acquire)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
+        // Never waits for the lock: a caller polling now makes progress anyway.
+        std::unique_lock lock(mutex_, std::try_to_lock);
+        if (lock.owns_lock()) progress();
+      }
+    });
+  } catch (...) {
+    PIER_LOG(warn, "ofi", "cannot start a progress thread: sends may wait for the peer to poll");
+  }
+}
+
+void OfiContext::stop_progress_thread() noexcept {
+  stop_progress_.store(true, std::memory_order_release);
+  if (progress_thread_.joinable()) progress_thread_.join();
 }
 
 Result<std::unique_ptr<driver::Instance>> OfiContext::open_instance(driver::Track track) {

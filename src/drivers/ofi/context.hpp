@@ -21,6 +21,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace pier::drivers::ofi {
@@ -144,6 +145,8 @@ class OfiContext final : public driver::Context {
   void check_peers() noexcept;
   void mark_dead(std::size_t peer) noexcept;
   OfiInstance* find_ready() noexcept;
+  void start_progress_thread();
+  void stop_progress_thread() noexcept;
   std::optional<std::size_t> peer_of_addr(std::uint64_t addr) const noexcept;
 
   std::string wanted_;
@@ -161,6 +164,8 @@ class OfiContext final : public driver::Context {
   int wake_fd_ = -1;  ///< eventfd: cancel_any() wakes a sleeping wait_any()
   std::atomic<bool> cancel_any_{false};
   std::size_t next_probe_ = 0;
+  std::thread progress_thread_;
+  std::atomic<bool> stop_progress_{false};
 
   std::uint64_t id_ = 0;
   std::uint32_t next_instance_ = 1;
