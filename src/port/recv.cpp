@@ -33,7 +33,13 @@ Stream* Port::Impl::stream(std::uint8_t priority, std::uint32_t node_id, std::ui
     return streams.lookup(static_cast<base::Pool<Stream>::Handle>(h));
   if (!create) return nullptr;
   Stream* s = streams.acquire();
-  if (s == nullptr) return nullptr;
+  if (s == nullptr) {
+    // Idle streams stay (a sender usually sends again); reclaim them only
+    // when the pool runs dry.
+    for (std::size_t i = live_streams.size(); i-- > 0;) maybe_release_stream(live_streams[i]);
+    s = streams.acquire();
+    if (s == nullptr) return nullptr;
+  }
   s->key = key;
   s->node = node_id;
   s->port = port;
@@ -137,7 +143,6 @@ void Port::Impl::flush_acks() noexcept {
     s->next = nullptr;
     s->on_ack_list = false;
     flush_stream(s);
-    maybe_release_stream(s);
   }
 }
 
@@ -372,7 +377,6 @@ bool Port::Impl::serve_head(Stream* s) noexcept {
 void Port::Impl::serve_streams() noexcept {
   buffers_added = false;
   const std::int64_t now = base::now_ns();
-  // Index loop: maybe_release_stream may reorder live_streams.
   for (std::size_t i = 0; i < live_streams.size(); ++i) {
     Stream* s = live_streams[i];
     while (serve_head(s)) {
