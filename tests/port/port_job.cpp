@@ -46,14 +46,21 @@ std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
   return v;
 }
 
+enum class Wait { poll, block, no_spin };
+Wait wait_mode = Wait::poll;
+
 /// Polls until pred() holds or `ms` pass; receive events go to on_recv,
-/// every other event to pier_port_unknown().
+/// every other event to pier_port_unknown(). The receive call is the
+/// process's wait_mode (G9: the blocking forms wake for every event).
 bool pump(pier_port_t* p, const std::function<void(const pier_port_event_t&)>& on_recv,
           const std::function<bool()>& pred, int ms = 20000) {
   auto until = Clock::now() + std::chrono::milliseconds(ms);
   while (!pred()) {
     if (Clock::now() > until) return false;
-    const pier_port_event_t* e = pier_port_receive(p);
+    const pier_port_event_t* e = wait_mode == Wait::block ? pier_port_blocking_receive(p, 50)
+                                 : wait_mode == Wait::no_spin
+                                     ? pier_port_blocking_receive_no_spin(p, 50)
+                                     : pier_port_receive(p);
     if (e->type == PIER_PORT_NO_RECV_EVENT) continue;
     if (e->type >= PIER_PORT_RECV_EVENT && e->type <= PIER_PORT_FAST_HIGH_PEER_RECV_EVENT)
       on_recv(*e);
@@ -384,6 +391,8 @@ int main(int argc, char** argv) {
   CHECK(pier_port_host_name_to_node_id(port, host, &back) == PIER_PORT_SUCCESS && back == 0);
   CHECK(pier_port_global_id(port) == ((rank << 16) | port_id));
   int rc = 0;
+  // Servers sleep in the blocking receives, clients poll (G9 across processes).
+  wait_mode = rank == 0 ? Wait::poll : rank == 1 ? Wait::block : Wait::no_spin;
   if (scenario == "rules") {
     // The server's port is 2, the client's 1: reopen under the right number.
     pier_port_close(port);

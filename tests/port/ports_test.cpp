@@ -1,0 +1,96 @@
+// Ports of one node: numbers, in_use, close and reopen, ids and host names,
+// configured token counts, send_to_peer (PEER events), messages between two
+// ports of the same process, and a send to a port closed meanwhile.
+#include "harness.hpp"
+
+namespace pier::port::test {
+namespace {
+
+TEST(Ports, OpenByNumberInUseCloseAndReopen) {
+  World w(1, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Node& node = *w.nodes[0];
+  auto p1 = node.open(1);
+  ASSERT_TRUE(p1);
+  EXPECT_EQ(node.open(1).status(), Status::in_use);
+  EXPECT_EQ(node.open(node.port_limit()).status(), Status::invalid_argument);
+  auto p2 = node.open(2);
+  ASSERT_TRUE(p2);
+  EXPECT_EQ((*p2)->id(), 2u);
+  EXPECT_EQ((*p2)->global_id(), (node.node_id() << 16) | 2u);
+  EXPECT_EQ(&(*p2)->node(), &node);
+  p1->reset();
+  auto again = node.open(1);
+  EXPECT_TRUE(again);
+  auto host = node.host_name(0);
+  ASSERT_TRUE(host);
+  EXPECT_FALSE(host->empty());
+  auto id = node.node_id_of_host(*host);
+  ASSERT_TRUE(id);
+  EXPECT_EQ(*id, 0u);
+  EXPECT_EQ(node.node_id_of_host("no-such-host.invalid").status(), Status::not_found);
+  EXPECT_FALSE(node.host_name(7));
+}
+
+TEST(Ports, TokenCountsComeFromTheConfiguration) {
+  config::ScopedSet s("PORT_SEND_TOKENS", "3"), r("PORT_RECV_TOKENS", "5");
+  World w(1, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver d(*w.nodes[0], 0);
+  ASSERT_TRUE(d.port);
+  EXPECT_EQ(d.port->send_tokens(), 3u);
+  EXPECT_EQ(d.port->receive_tokens(), 5u);
+  EXPECT_EQ(d.port->send_tokens_held(), 3u);
+  EXPECT_EQ(d.port->receive_tokens_held(), 5u);
+}
+
+TEST(Ports, TwoPortsOfOneNodeTalkAndPeerSendsArePeerEvents) {
+  World w(1, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 3), b(*w.nodes[0], 4);
+  ASSERT_TRUE(a.port && b.port);
+  std::vector<std::byte> bb = buffer_for(6), ab = buffer_for(6);
+  ASSERT_EQ(b.provide(bb.data(), 6, Priority::low, 9), Status::ok);
+  auto m = pattern(40, 1);
+  ASSERT_EQ(a.send(m.data(), m.size(), Priority::low, 0, 4, 1), Status::ok);
+  ASSERT_TRUE(
+      run_until({&a, &b}, [&] { return b.received.size() == 1 && a.completions.size() == 1; }));
+  EXPECT_EQ(b.received[0].event.type, PIER_PORT_FAST_RECV_EVENT);
+  EXPECT_EQ(b.received[0].event.sender_port_id, 3);
+  EXPECT_EQ(b.received[0].event.receiver_port_id, 4);
+  EXPECT_EQ(b.received[0].data, m);
+  // send_to_peer reaches the same port number on the target node: a port of
+  // node 0 numbered 3 on a second node.
+  World two(2, "self");
+  ASSERT_EQ(two.status, Status::ok);
+  Driver x(*two.nodes[0], 3), y(*two.nodes[1], 3);
+  std::vector<std::byte> big = buffer_for(12);
+  ASSERT_EQ(y.provide(big.data(), 12, Priority::high, 1), Status::ok);
+  auto big_msg = pattern(3000, 2);
+  ASSERT_EQ(x.port->send_to_peer(big_msg.data(), 12, big_msg.size(), Priority::high, 1,
+                                 Driver::on_sent, Driver::id(5)),
+            Status::ok);
+  ++x.outstanding_sends;
+  ASSERT_TRUE(
+      run_until({&x, &y}, [&] { return y.received.size() == 1 && x.completions.size() == 1; }));
+  EXPECT_EQ(y.received[0].event.type, PIER_PORT_HIGH_PEER_RECV_EVENT);
+  EXPECT_EQ(y.received[0].data, big_msg);
+  EXPECT_EQ(x.completions[0].status, Status::ok);
+}
+
+TEST(Ports, HeldArrivalsOfAClosingPortAreAnsweredClosed) {
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  auto b = std::make_unique<Driver>(*w.nodes[1], 2);
+  char msg[8] = "held";
+  ASSERT_EQ(a.send(msg, 8, Priority::low, 1, 2, 1), Status::ok);  // no buffer: held
+  run_for({&a, b.get()}, 20);
+  EXPECT_TRUE(a.completions.empty());
+  b.reset();  // closes port 2 of node 1
+  ASSERT_TRUE(run_until({&a}, [&] { return a.completions.size() == 1; }));
+  EXPECT_EQ(a.completions[0].status, Status::closed);
+}
+
+}  // namespace
+}  // namespace pier::port::test
