@@ -131,6 +131,10 @@ int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
   return out.rc;
 }
 
+void check_peers() noexcept {
+  (void)call(lib::Op::check_peers, lib::Call{});
+}
+
 void wait_enter() noexcept {
   waiters.fetch_add(1, std::memory_order_acq_rel);
 }

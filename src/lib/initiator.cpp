@@ -19,7 +19,32 @@ Msg* Lib::new_msg() noexcept {
   return m;
 }
 
+void Lib::stop_awaiting(Msg* m) noexcept {
+  if (!m->awaiting) return;
+  awaiting_.remove(m);
+  m->awaiting = false;
+}
+
+int Lib::check_peers() noexcept {
+  // A peer whose gate failed will not answer: its operations end with
+  // PTL_NI_UNDELIVERABLE instead of waiting for ever.
+  for (Msg* m = awaiting_.head; m;) {
+    Msg* next = m->next;
+    auto info = core_.gate_info(m->peer);
+    if (!info || info->failure != Status::ok) {
+      stop_awaiting(m);
+      m->answered = true;
+      m->answer_fail = PTL_NI_UNDELIVERABLE;
+      m->answer_mlength = 0;
+      if (m->sent) deliver_answer(m);
+    }
+    m = next;
+  }
+  return PTL_OK;
+}
+
 void Lib::release_msg(Msg* m) noexcept {
+  stop_awaiting(m);
   Ni* ni = m->ni;
   if (m->md) --m->md->pending;
   if (m->get_md) --m->get_md->pending;
@@ -155,6 +180,11 @@ int Lib::start_move(const Move& mv) noexcept {
   if (m->md) ++m->md->pending;
   if (m->get_md) ++m->get_md->pending;
   ++ni->inflight;
+  m->peer = peer;
+  if (m->want_answer) {
+    awaiting_.push_back(m);
+    m->awaiting = true;
+  }
 
   wire::PortalsHeader h;
   h.op = mv.op;
@@ -255,6 +285,7 @@ void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noe
     (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
     return;
   }
+  stop_awaiting(m);
   m->answer_fail = static_cast<ptl_ni_fail_t>(h.ni_fail);
   m->answer_offset = h.remote_offset;
   m->answer_list = h.hdr_data == PTL_OVERFLOW_LIST ? PTL_OVERFLOW_LIST : PTL_PRIORITY_LIST;

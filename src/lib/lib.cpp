@@ -249,6 +249,9 @@ Reply Lib::call(Op op, const Call& c) noexcept {
       r.rc = bundle(c, r, true);
       break;
     case Op::bundle_end:
+    case Op::check_peers:
+      r.rc = check_peers();
+      break;
     case Op::pending:
       r.size = core_.pending();
       r.rc = PTL_OK;

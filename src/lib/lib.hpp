@@ -63,7 +63,8 @@ enum class Op : std::uint32_t {
   trig_unlink,
   bundle_start,
   bundle_end,
-  pending,  ///< Reply::size = the core's sends and receives still under way
+  pending,      ///< Reply::size = the core's sends and receives still under way
+  check_peers,  ///< fails the operations whose answer can no longer come
 };
 
 struct Call {
@@ -221,6 +222,8 @@ class Lib final : public core::Client, public nal::Lib {
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
+  int check_peers() noexcept;
+  void stop_awaiting(Msg* m) noexcept;
   Msg* new_msg() noexcept;
   Result<core::Rank> rank_of(Ni& ni, ptl_process_t target) const noexcept;
   ptl_process_t my_id(const Ni& ni) const noexcept;
@@ -263,6 +266,7 @@ class Lib final : public core::Client, public nal::Lib {
   std::size_t deferred_head_ = 0, deferred_count_ = 0;
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;
+  List<Msg> awaiting_;  ///< initiator messages whose ack or reply is due
 };
 
 }  // namespace pier::lib

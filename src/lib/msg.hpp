@@ -41,6 +41,10 @@ enum class Phase : std::uint8_t {
 };
 
 struct Msg {
+  Msg* prev = nullptr;  ///< on Lib::awaiting_ while an answer is due
+  Msg* next = nullptr;
+  bool awaiting = false;
+  core::Rank peer = 0;  ///< initiator: where the request went
   Phase phase = Phase::init_send;
   bool initiator = true;
   wire::PortalsOp op = wire::PortalsOp::put;

@@ -40,5 +40,27 @@ INSTANTIATE_TEST_SUITE_P(Cells, PortalsJob,
                            return d.substr(d.find(',') + 1) + "_" + cell.param.addressing;
                          });
 
+// R-E8 and "never a hang": rank 0's link dies (fault driver) after rank 1's
+// request arrived and before its ack left; rank 1's wait ends with
+// PTL_NI_UNDELIVERABLE.
+class PortalsDeadLink : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PortalsDeadLink, R_E8_AckThatCannotComeEndsUndeliverable) {
+  multiproc::RunSpec spec;
+  spec.argv = {PIER_RUN_PATH,    "-n",      "2",       "--timeout", "60", "--kill-grace", "2",
+               PORTALS_JOB_PATH, "logical", "deadlink"};
+  spec.env = {std::string("PIER_CORE_DRIVERS=") + GetParam(), "PORTALS_JOB_RANK0_FAULTS=death@3"};
+  spec.limit = std::chrono::seconds(90);
+  multiproc::Outcome o = multiproc::run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("rank 1: failure reported"), std::string::npos) << o.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cells, PortalsDeadLink, ::testing::Values("fault:shm", "fault:tcp"),
+                         [](const ::testing::TestParamInfo<const char*>& cell) {
+                           return std::string(cell.param).substr(6);
+                         });
+
 }  // namespace
 }  // namespace pier::portals::test

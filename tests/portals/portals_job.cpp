@@ -210,6 +210,51 @@ int run_pingpong(Job& j, int rank, std::size_t bytes) {
   return 0;
 }
 
+/// Run with a fault plan that kills the link: rank 1's acked puts must end
+/// with a failure event (SEND or ACK), never wait for ever.
+int run_deadlink(Job& j, int rank) {
+  static unsigned char buffer[64];
+  if (rank == 0) {
+    ptl_handle_ct_t ct;
+    TRY(PtlCTAlloc(j.ni, &ct));
+    ptl_me_t me{};
+    me.start = buffer;
+    me.length = sizeof buffer;
+    me.ct_handle = ct;
+    me.uid = PTL_UID_ANY;
+    me.options = PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM;
+    if (j.logical)
+      me.match_id.rank = PTL_RANK_ANY;
+    else
+      me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+    ptl_handle_me_t h;
+    TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
+    ptl_ct_event_t v{};
+    ptl_size_t never = 1u << 30;
+    unsigned which;
+    (void)PtlCTPoll(&ct, &never, 1, 3000, &v, &which);  // linger, then leave
+    return 0;
+  }
+  if (rank != 1) return 0;
+  ptl_md_t d{buffer, 8, 0, j.eq, PTL_CT_NONE};
+  ptl_handle_md_t md;
+  TRY(PtlMDBind(j.ni, &d, &md));
+  ptl_process_t t = j.target();
+  for (int i = 0; i < 200; ++i) {
+    TRY(PtlPut(md, 0, 8, PTL_ACK_REQ, t, pt_index, 0, 0, nullptr, 0));
+    int send = j.await(PTL_EVENT_SEND);
+    if (send < 0) return fail(rank, "waiting for SEND", send);
+    int ack = j.await(PTL_EVENT_ACK);
+    if (ack < 0) return fail(rank, "waiting for ACK", ack);
+    if (send == PTL_NI_UNDELIVERABLE || ack == PTL_NI_UNDELIVERABLE) {
+      std::printf("rank 1: failure reported after %d puts\n", i);
+      return 0;
+    }
+    if (ack != PTL_NI_OK && ack != PTL_NI_DROPPED) return fail(rank, "unexpected ACK", ack);
+  }
+  return fail(rank, "the link never died", -1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,6 +262,11 @@ int main(int argc, char** argv) {
   if (argc < 2) return fail(rank, "usage: portals_job logical|physical", 2);
   Job j{};
   j.logical = std::strcmp(argv[1], "logical") == 0;
+  // deadlink: the fault plan (PORTALS_JOB_RANK0_FAULTS) applies to rank 0
+  // only, so its link dies while rank 1 waits for an ack it will not get.
+  const char* faults = std::getenv("PORTALS_JOB_RANK0_FAULTS");
+  const char* my_rank = std::getenv("PIER_RUN_RANK");
+  if (faults && my_rank && std::strcmp(my_rank, "0") == 0) setenv("PIER_FAULT_PLAN", faults, 1);
   TRY(PtlInit());
   unsigned options = PTL_NI_MATCHING | (j.logical ? PTL_NI_LOGICAL : PTL_NI_PHYSICAL);
   TRY(PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, nullptr, nullptr, &j.ni));
@@ -236,7 +286,9 @@ int main(int argc, char** argv) {
   ptl_pt_index_t pt;
   TRY(PtlPTAlloc(j.ni, 0, PTL_EQ_NONE, pt_index, &pt));
   int rc = 0;
-  if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
+  if (argc > 2 && std::strcmp(argv[2], "deadlink") == 0)
+    rc = run_deadlink(j, rank);
+  else if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
     rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
   else
     rc = rank == 0 ? run_target(j, rank) : run_initiator(j, rank);
