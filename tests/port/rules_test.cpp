@@ -408,6 +408,33 @@ TEST_P(Rules, G10TimedOutSendHoldsTheRestUntilResume) {
   EXPECT_EQ(b_->received[0].data, m2);
 }
 
+TEST_P(Rules, G10DropSendsDropsWhatWaitsAtTheTarget) {
+  // m1 finds no buffer and times out; m2 and m3 wait behind it at the
+  // target; drop_sends completes both dropped there; the connection works.
+  auto m1 = pattern(100, 1), m2 = pattern(8, 2), m3 = pattern(8, 3);
+  ASSERT_EQ(a_->send(m1.data(), m1.size(), Priority::high, 1, 2, 1), Status::ok);
+  ASSERT_EQ(a_->send(m2.data(), m2.size(), Priority::high, 1, 2, 2), Status::ok);
+  ASSERT_EQ(a_->send(m3.data(), m3.size(), Priority::high, 1, 2, 3), Status::ok);
+  ASSERT_TRUE(run([&] { return a_->completions.size() == 1; }));
+  EXPECT_EQ(a_->completions[0].status, Status::timeout);
+  std::vector<std::byte> b4 = buffer_for(4);
+  ASSERT_EQ(b_->provide(b4.data(), 4, Priority::high), Status::ok);
+  run_for({a_.get(), b_.get()}, 30);
+  EXPECT_TRUE(b_->received.empty());  // held: the stream is suspended
+  ASSERT_EQ(a_->port->drop_sends(Priority::high, 1, 2, Driver::on_sent, Driver::id(4)), Status::ok);
+  ++a_->outstanding_sends;
+  ASSERT_TRUE(run([&] { return a_->completions.size() == 4; }));
+  EXPECT_EQ(a_->completions[1].status, Status::dropped);
+  EXPECT_EQ(a_->completions[2].status, Status::dropped);
+  EXPECT_EQ(a_->completions[3].id, 4u);
+  EXPECT_EQ(a_->completions[3].status, Status::ok);
+  EXPECT_TRUE(b_->received.empty());
+  ASSERT_EQ(a_->send(m3.data(), m3.size(), Priority::high, 1, 2, 5), Status::ok);
+  ASSERT_TRUE(run([&] { return a_->completions.size() == 5 && b_->received.size() == 1; }));
+  EXPECT_EQ(a_->completions[4].status, Status::ok);
+  EXPECT_EQ(b_->received[0].data, m3);
+}
+
 TEST_P(Rules, PutAndGetReachOnlyRegisteredMemory) {
   std::vector<std::byte> target(4096, std::byte{0});
   ASSERT_EQ(b_->port->register_memory(target.data(), target.size()), Status::ok);
