@@ -80,7 +80,9 @@ std::string find_mpirun() {
 
 RunSpec mpirun_spec(const std::string& mpirun, int ranks, std::vector<std::string> command) {
   RunSpec spec;
-  spec.argv = {mpirun, "--oversubscribe", "-n", std::to_string(ranks)};
+  spec.argv = {mpirun, "--oversubscribe", "-n", std::to_string(ranks),
+               // Under ASan: libpmix's own leaks are not pier's (lsan_pmix.supp).
+               "-x", std::string("LSAN_OPTIONS=suppressions=") + LAUNCH_LSAN_PMIX_SUPP};
   if (::geteuid() == 0) spec.argv.insert(spec.argv.begin() + 1, "--allow-run-as-root");
   spec.argv.insert(spec.argv.end(), command.begin(), command.end());
   spec.env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
