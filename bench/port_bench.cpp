@@ -14,7 +14,10 @@
 //              receiver provided again as they fill.
 // The core column splits the port layer's own cost from the core's.
 // Each figure is the median of --reps repetitions (min and max shown).
-// usage: port_bench [--reps N] [--drivers shm,tcp]
+// With "self" among the drivers, the same ping-pong also runs in one process
+// over self (both sides on one thread): the core's and the port layer's own
+// cost, free of the scheduling noise of two processes.
+// usage: port_bench [--reps N] [--drivers self,shm,tcp]
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -478,6 +481,85 @@ int run(const std::string& driver, int rank, const Pipe& pipe, int reps) {
   return 0;
 }
 
+// ---- in one process over self: the layers' own cost, free of scheduling ------
+
+/// Two cores over self in this process, one thread; 8-byte ping-pong through
+/// the core (Sink) and through ports. Returns {core, port} one-way in us.
+std::pair<double, double> inprocess_latency() {
+  if (pier::config::set("CORE_DRIVERS", "self") != Status::ok) die("config");
+  std::vector<std::unique_ptr<core::Core>> cores;
+  for (core::Rank r = 0; r < 2; ++r) {
+    auto c = core::Core::create(r, 2);
+    if (!c) die("core create", c.status());
+    cores.push_back(std::move(*c));
+  }
+  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
+  for (auto& c : cores) check(c->connect(addresses), "connect");
+  double core_us = 0, port_us = 0;
+  {
+    Sink s0(*cores[0]), s1(*cores[1]);
+    check(cores[0]->attach(pier::wire::Upper::portals, &s0, 0), "attach");
+    check(cores[1]->attach(pier::wire::Upper::portals, &s1, 0), "attach");
+    std::vector<std::byte> in0(64), in1(64), out(64);
+    s0.region = *cores[0]->validate(in0.data(), in0.size());
+    s1.region = *cores[1]->validate(in1.data(), in1.size());
+    core::Region o0 = *cores[0]->validate(out.data(), out.size());
+    core::Region o1 = *cores[1]->validate(out.data(), out.size());
+    auto send = [&](int from) {
+      core::SendArgs a;
+      a.cookie = &a;
+      a.peer = static_cast<core::Rank>(1 - from);
+      a.upper = pier::wire::Upper::portals;
+      a.region = from == 0 ? &o0 : &o1;
+      a.length = 8;
+      check(cores[from]->send(a), "core send");
+    };
+    auto t0 = Clock::now();
+    for (long i = 1; i <= lat_iters; ++i) {
+      send(0);
+      while (s1.parsed < i) (void)cores[1]->progress(), (void)cores[0]->progress();
+      send(1);
+      while (s0.parsed < i) (void)cores[0]->progress(), (void)cores[1]->progress();
+    }
+    core_us = since(t0) / lat_iters / 2 * 1e6;
+    while (cores[0]->pending() + cores[1]->pending() != 0)
+      (void)cores[0]->progress(), (void)cores[1]->progress();
+  }
+  {
+    auto n0 = port::Node::attach(*cores[0]), n1 = port::Node::attach(*cores[1]);
+    if (!n0 || !n1) die("node");
+    auto p0 = (*n0)->open(1), p1 = (*n1)->open(1);
+    if (!p0 || !p1) die("open");
+    port::Port* ports[2] = {p0->get(), p1->get()};
+    std::vector<std::byte> b0(64), b1(64);
+    check(ports[0]->provide_receive_buffer(b0.data(), 4, port::Priority::low, 0), "provide");
+    check(ports[1]->provide_receive_buffer(b1.data(), 4, port::Priority::low, 0), "provide");
+    char msg[8] = {};
+    auto cb = [](port::Port&, void*, Status st) { check(st, "port send"); };
+    auto wait = [&](int who) {
+      for (;;) {
+        const port::Event& e = ports[who]->receive();
+        if (port::is_receive_event(e.type)) {
+          check(ports[who]->provide_receive_buffer(e.buffer, e.size, port::Priority::low, 0),
+                "re-provide");
+          return;
+        }
+        if (e.type != PIER_PORT_NO_RECV_EVENT) ports[who]->unknown(e);
+        (void)cores[1 - who]->progress();
+      }
+    };
+    auto t0 = Clock::now();
+    for (long i = 0; i < lat_iters; ++i) {
+      check(ports[0]->send(msg, 4, 8, port::Priority::low, 1, 1, cb, nullptr), "send");
+      wait(1);
+      check(ports[1]->send(msg, 4, 8, port::Priority::low, 0, 1, cb, nullptr), "send");
+      wait(0);
+    }
+    port_us = since(t0) / lat_iters / 2 * 1e6;
+  }
+  return {core_us, port_us};
+}
+
 int run_driver(const std::string& driver, int reps) {
   if (pier::config::set("CORE_DRIVERS", driver) != Status::ok) die("config");
   int a[2], b[2];
@@ -500,7 +582,7 @@ int run_driver(const std::string& driver, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 5;
-  std::string drivers = "shm,tcp";
+  std::string drivers = "self,shm,tcp";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--drivers") drivers = argv[i + 1];
@@ -509,11 +591,25 @@ int main(int argc, char** argv) {
   std::printf("| driver | figure | bare driver | core | port | unit | port/bare | port/core |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   int rc = 0;
+  if (drivers.find("self") != std::string::npos) {
+    Series core_s, port_s;
+    for (int r = 0; r < reps; ++r) {
+      auto [c, p] = inprocess_latency();
+      core_s.v.push_back(c);
+      port_s.v.push_back(p);
+    }
+    double c = core_s.median(), p = port_s.median();
+    std::printf(
+        "| self (1 process) | latency 8 B one-way | - | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] | us "
+        "| - | %.3f |\n",
+        c, core_s.v.front(), core_s.v.back(), p, port_s.v.front(), port_s.v.back(), p / c);
+  }
   std::size_t start = 0;
   while (start <= drivers.size()) {
     std::size_t comma = drivers.find(',', start);
     if (comma == std::string::npos) comma = drivers.size();
-    if (comma > start) rc |= run_driver(drivers.substr(start, comma - start), reps);
+    const std::string name = drivers.substr(start, comma - start);
+    if (comma > start && name != "self") rc |= run_driver(name, reps);
     start = comma + 1;
   }
   return rc;
