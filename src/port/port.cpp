@@ -246,6 +246,7 @@ const Event& Port::Impl::blocking(int timeout_ms, bool spin) noexcept {
     // Sleep in the drivers, waking at least every millisecond for alarms
     // and timeouts.
     (void)core().wait([this] { return next_ready() != nullptr; }, base::Deadline::after_ms(1));
+    polls |= 15;  // after a sleep the next poll looks at the timers
   }
 }
 
