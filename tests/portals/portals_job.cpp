@@ -210,6 +210,87 @@ int run_pingpong(Job& j, int rank, std::size_t bytes) {
   return 0;
 }
 
+/// Unexpected messages across processes: every other rank puts to rank 0,
+/// which has only an overflow entry; rank 0 then appends a priority entry
+/// per rank and must see each header as PUT_OVERFLOW with the right
+/// initiator, match bits, header data and the data in its overflow buffer.
+int run_unexpected(Job& j, int rank) {
+  static unsigned char over[64 * slot];
+  if (rank != 0) {
+    unsigned char out[slot];
+    for (ptl_size_t i = 0; i < slot; ++i) out[i] = static_cast<unsigned char>(rank * 3 + i);
+    ptl_md_t d{out, slot, 0, j.eq, PTL_CT_NONE};
+    ptl_handle_md_t md;
+    TRY(PtlMDBind(j.ni, &d, &md));
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (true) {
+      TRY(PtlPut(md, 0, slot, PTL_ACK_REQ, j.target(), pt_index, 100 + rank, 0, nullptr,
+                 1000 + rank));
+      if (j.await(PTL_EVENT_SEND) != PTL_NI_OK) return fail(rank, "put (SEND)", -1);
+      int f = j.await(PTL_EVENT_ACK);
+      if (f == PTL_NI_OK) return 0;
+      if (f < 0 || std::chrono::steady_clock::now() > deadline) return fail(rank, "put", f);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ptl_handle_eq_t teq;
+  TRY(PtlEQAlloc(j.ni, 256, &teq));
+  ptl_pt_index_t pt = 6;
+  TRY(PtlPTAlloc(j.ni, 0, teq, pt_index + 1, &pt));
+  ptl_handle_ct_t ct;
+  TRY(PtlCTAlloc(j.ni, &ct));
+  ptl_me_t me{};
+  me.start = over;
+  me.length = sizeof over;
+  me.ct_handle = ct;
+  me.uid = PTL_UID_ANY;
+  me.options =
+      PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE;
+  if (j.logical)
+    me.match_id.rank = PTL_RANK_ANY;
+  else
+    me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+  me.ignore_bits = ~ptl_match_bits_t{0};
+  ptl_handle_me_t h;
+  // The initiators target pt_index: move this overflow entry there only now,
+  // so the puts that came early were dropped and retried, not half-matched.
+  TRY(PtlPTFree(j.ni, pt));
+  TRY(PtlPTFree(j.ni, pt_index));
+  TRY(PtlPTAlloc(j.ni, 0, teq, pt_index, &pt));
+  TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_OVERFLOW_LIST, nullptr, &h));
+  ptl_ct_event_t v{};
+  TRY(PtlCTWait(ct, ptl_size_t(j.size - 1), &v));
+  for (int r = 1; r < j.size; ++r) {
+    static unsigned char late[slot];
+    ptl_me_t p = me;
+    p.start = late;
+    p.length = slot;
+    p.ct_handle = PTL_CT_NONE;
+    p.options = PTL_ME_OP_PUT | PTL_ME_USE_ONCE;
+    p.match_bits = ptl_match_bits_t(100 + r);
+    p.ignore_bits = 0;
+    ptl_handle_me_t ph;
+    TRY(PtlMEAppend(j.ni, pt_index, &p, PTL_PRIORITY_LIST, nullptr, &ph));
+    ptl_event_t ev{};
+    unsigned which;
+    do {
+      TRY(PtlEQPoll(&teq, 1, 20000, &ev, &which));
+    } while (ev.type == PTL_EVENT_LINK);
+    if (ev.type != PTL_EVENT_PUT_OVERFLOW || ev.hdr_data != ptl_hdr_data_t(1000 + r) ||
+        ev.match_bits != ptl_match_bits_t(100 + r) || ev.mlength != slot)
+      return fail(rank, "checking an overflow event", r);
+    if ((j.logical ? int(ev.initiator.rank) : int(ev.initiator.phys.pid)) != r)
+      return fail(rank, "checking the initiator of an overflow event", r);
+    const auto* data = static_cast<const unsigned char*>(ev.start);
+    for (ptl_size_t i = 0; i < slot; ++i)
+      if (data[i] != static_cast<unsigned char>(r * 3 + i))
+        return fail(rank, "checking overflow data", r);
+    TRY(PtlEQPoll(&teq, 1, 20000, &ev, &which));
+    if (ev.type != PTL_EVENT_AUTO_UNLINK) return fail(rank, "waiting for AUTO_UNLINK", ev.type);
+  }
+  return 0;
+}
+
 /// Run with a fault plan that kills the link: rank 1's acked puts must end
 /// with a failure event (SEND or ACK), never wait for ever.
 int run_deadlink(Job& j, int rank) {
@@ -286,7 +367,9 @@ int main(int argc, char** argv) {
   ptl_pt_index_t pt;
   TRY(PtlPTAlloc(j.ni, 0, PTL_EQ_NONE, pt_index, &pt));
   int rc = 0;
-  if (argc > 2 && std::strcmp(argv[2], "deadlink") == 0)
+  if (argc > 2 && std::strcmp(argv[2], "unexpected") == 0)
+    rc = run_unexpected(j, rank);
+  else if (argc > 2 && std::strcmp(argv[2], "deadlink") == 0)
     rc = run_deadlink(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
     rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
