@@ -359,6 +359,24 @@ TEST_P(Atomics, TriggeredMEAppendAndUnlink) {
   EXPECT_EQ(PtlMEUnlink(h), PTL_ARG_INVALID);  // already gone
 }
 
+TEST_P(Atomics, R_T7_FreeingTheCounterDestroysItsOperations) {
+  ptl_handle_ct_t trig, other;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &other), PTL_OK);
+  ASSERT_EQ(PtlTriggeredPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, trig, 1),
+            PTL_OK);
+  ASSERT_EQ(PtlTriggeredCTInc(other, ptl_ct_event_t{1, 0}, trig, 1), PTL_OK);
+  ASSERT_EQ(PtlCTFree(trig), PTL_OK);
+  // A new counter in the same slot must not inherit them.
+  ptl_handle_ct_t again;
+  ASSERT_EQ(PtlCTAlloc(ni_, &again), PTL_OK);
+  ASSERT_EQ(PtlCTInc(again, ptl_ct_event_t{5, 0}), PTL_OK);
+  ptl_ct_event_t v{};
+  ASSERT_EQ(PtlCTGet(other, &v), PTL_OK);
+  EXPECT_EQ(v.success, 0u);
+  EXPECT_TRUE(eq_empty(ieq_));
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Atomics, ::testing::Values(false, true), cell_name);
 
 }  // namespace

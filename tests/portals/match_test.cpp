@@ -544,6 +544,30 @@ TEST_P(Data, BurstOfAckedPutsAllComplete) {
   EXPECT_EQ(PtlMDRelease(md), PTL_OK);  // nothing in flight any more
 }
 
+TEST_P(Data, R_U2_UnexpectedGetIsClaimedAsGetOverflow) {
+  std::array<char, 32> over = {}, back{};
+  std::memcpy(over.data(), "served from the overflow list", 29);
+  int to = 0, tn = 0;
+  append(me(over.data(), over.size(), PTL_ME_OP_GET, 0, ~0ull), PTL_OVERFLOW_LIST, &to);
+  (void)next_event(teq_);
+  auto md = bind(back.data(), back.size());
+  ASSERT_EQ(PtlGet(md, 0, 29, self_, pt_, 0x99, 0, nullptr), PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_REPLY);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(std::string(back.data(), 29), "served from the overflow list");
+  ptl_event_t get = next_event(teq_);
+  EXPECT_EQ(get.type, PTL_EVENT_GET);
+  EXPECT_EQ(get.ptl_list, PTL_OVERFLOW_LIST);
+  EXPECT_EQ(get.user_ptr, &to);
+  std::array<char, 8> p{};
+  append(me(p.data(), p.size(), PTL_ME_OP_GET | PTL_ME_USE_ONCE, 0x99), PTL_PRIORITY_LIST, &tn);
+  ptl_event_t ov = next_event(teq_);
+  EXPECT_EQ(ov.type, PTL_EVENT_GET_OVERFLOW);
+  EXPECT_EQ(ov.user_ptr, &tn);
+  EXPECT_EQ(ov.mlength, 29u);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_AUTO_UNLINK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
 
 }  // namespace
