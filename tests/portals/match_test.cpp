@@ -568,6 +568,27 @@ TEST_P(Data, R_U2_UnexpectedGetIsClaimedAsGetOverflow) {
   EXPECT_EQ(next_event(teq_).type, PTL_EVENT_AUTO_UNLINK);
 }
 
+TEST_P(Data, R_L3_VolatileBufferIsReusableAtReturn) {
+  std::array<char, 16> dst{}, src{};
+  append(me(dst.data(), dst.size(), PTL_ME_OP_PUT));
+  (void)next_event(teq_);
+  std::vector<char> big(limits_.max_volatile_size + 1, 'v');
+  auto too_big = bind(big.data(), big.size(), PTL_MD_VOLATILE);
+  EXPECT_EQ(PtlPut(too_big, 0, big.size(), PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0),
+            PTL_ARG_INVALID);
+  src.fill('a');
+  auto md = bind(src.data(), src.size(), PTL_MD_VOLATILE);
+  ASSERT_EQ(PtlPut(md, 0, 16, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_OK);
+  src.fill('b');  // allowed at once for a volatile MD
+  auto evs = events_until(ieq_, PTL_EVENT_ACK);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(dst[0], 'a');
+  EXPECT_EQ(dst[15], 'a');
+  auto unreliable = bind(src.data(), src.size(), PTL_MD_UNRELIABLE);
+  EXPECT_EQ(PtlPut(unreliable, 0, 8, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlPut(unreliable, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_OK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
 
 }  // namespace
