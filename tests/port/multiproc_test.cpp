@@ -23,7 +23,7 @@ class PortJob : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(PortJob, RulesAcrossTwoProcesses) {
-  Outcome o = run("rules", 2, {"PIER_PORT_SEND_TIMEOUT_MS=500"});
+  Outcome o = run("rules", 2, {"PIER_PORT_SEND_TIMEOUT_MS=3000"});
   EXPECT_FALSE(o.timed_out);
   EXPECT_EQ(o.exit_code, 0) << o.output;
 }

@@ -49,6 +49,7 @@ class Random : public ::testing::TestWithParam<std::string> {};
 TEST_P(Random, TokenInvariantAndDeliveryHoldUnderRandomWorkloads) {
   for (unsigned seed : {1u, 2u, 3u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
+    config::ScopedSet patient("PORT_SEND_TIMEOUT_MS", "30000");
     World w(2, GetParam());
     ASSERT_EQ(w.status, Status::ok);
     Driver da(*w.nodes[0], 1), db(*w.nodes[1], 2);

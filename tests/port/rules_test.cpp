@@ -10,7 +10,9 @@ namespace {
 class Rules : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    timeout_ = std::make_unique<config::ScopedSet>("PORT_SEND_TIMEOUT_MS", "300");
+    // Long enough never to fire by accident on a loaded machine; the tests
+    // that expect a timeout reopen the receiving port with a short one.
+    timeout_ = std::make_unique<config::ScopedSet>("PORT_SEND_TIMEOUT_MS", "30000");
     world_ = std::make_unique<World>(2, GetParam());
     ASSERT_EQ(world_->status, Status::ok);
     a_ = std::make_unique<Driver>(*world_->nodes[0], 1);
@@ -22,6 +24,13 @@ class Rules : public ::testing::TestWithParam<std::string> {
     b_.reset();
     world_.reset();
     timeout_.reset();
+  }
+  /// Reopens b's port with a 300 ms send timeout.
+  void short_timeout() {
+    b_.reset();
+    config::ScopedSet t("PORT_SEND_TIMEOUT_MS", "300");
+    b_ = std::make_unique<Driver>(*world_->nodes[1], 2);
+    ASSERT_TRUE(b_->port);
   }
   bool run(const std::function<bool()>& pred, int ms = 10000) {
     return run_until({a_.get(), b_.get()}, pred, ms);
@@ -309,6 +318,7 @@ TEST_P(Rules, G8RequestReplyWithBoundedBuffersNeverDeadlocks) {
 }
 
 TEST_P(Rules, G8SenderWithoutMatchingBufferTimesOut) {
+  short_timeout();
   char msg[16] = "nobody listens";
   ASSERT_EQ(a_->send(msg, sizeof msg, Priority::low, 1, 2, 1), Status::ok);
   ASSERT_TRUE(run([&] { return a_->completions.size() == 1; }));
@@ -389,6 +399,7 @@ TEST_P(Rules, G10FailureDisablesUntilResumeOrDrop) {
 }
 
 TEST_P(Rules, G10TimedOutSendHoldsTheRestUntilResume) {
+  short_timeout();
   // Two sends; the first finds no buffer and times out. The second was sent
   // behind it: it waits at the target while the connection is disabled,
   // then arrives after resume_sending.
@@ -409,6 +420,7 @@ TEST_P(Rules, G10TimedOutSendHoldsTheRestUntilResume) {
 }
 
 TEST_P(Rules, G10DropSendsDropsWhatWaitsAtTheTarget) {
+  short_timeout();
   // m1 finds no buffer and times out; m2 and m3 wait behind it at the
   // target; drop_sends completes both dropped there; the connection works.
   auto m1 = pattern(100, 1), m2 = pattern(8, 2), m3 = pattern(8, 3);
