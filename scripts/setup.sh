@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang clang-format clang-tidy
   libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  libfabric-dev libfabric-bin libpmix-dev libhwloc-dev hwloc gnuplot-nox
+  libfabric-dev libfabric-bin libpmix-dev libpmi2-0-dev libhwloc-dev hwloc gnuplot-nox
   openmpi-bin iproute2 procps
 )
 
