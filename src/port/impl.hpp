@@ -257,6 +257,7 @@ class Port::Impl {
   void on_landing_finalized(Op* op, Status s) noexcept;
   void retry_sends() noexcept;
   void check_gates() noexcept;
+  void close_sender() noexcept;
 
   // ---- receiver side (recv.cpp)
   void on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept;

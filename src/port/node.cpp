@@ -49,6 +49,7 @@ Result<Port::Impl*> Node::Impl::open(unsigned id) {
 void Node::Impl::close(Port::Impl* port) noexcept {
   if (port == nullptr || port->closed) return;
   port->close_receiver();
+  port->close_sender();
   port->closed = true;
   open_ports.erase(std::find(open_ports.begin(), open_ports.end(), port));
   auto& slot = ports[port->id];

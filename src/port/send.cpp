@@ -387,4 +387,16 @@ void Port::Impl::check_gates() noexcept {
   }
 }
 
+void Port::Impl::close_sender() noexcept {
+  // Ops the core no longer holds give their regions back now; the others
+  // when their lib_finalize comes (on_*_finalized of a closed port).
+  for (Connection* c : live_conns)
+    for (Fifo<Op>* list : {&c->in_flight, &c->parked, &c->queued})
+      while (Op* op = list->pop()) {
+        if (op->core_busy || op->landing) continue;
+        if (op->region.handle) (void)core().invalidate(op->region);
+        ops.release(op);
+      }
+}
+
 }  // namespace pier::port
