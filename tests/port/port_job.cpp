@@ -1,7 +1,7 @@
 // port_job: multi-process scenarios of the port layer through its C API,
 // started by pier-run (tests/port/multiproc_test.cpp). Exit code 0 when every
 // check held; each failed check prints one line. Every loop has a deadline.
-//   port_job rules     2 ranks: G1, G4, G6, G7, G8, G10, put/get across processes
+//   port_job rules     2 ranks: G1-G10 and put/get across processes
 //   port_job forward   3 ranks: each originates messages routed through the
 //                      next rank, which forwards them on high priority
 //   port_job death     2 ranks: rank 1 dies; rank 0 sees unreachable, resumes, drops
@@ -33,7 +33,10 @@ struct Sent {
   unsigned done = 0;
   std::vector<pier_port_status_t> statuses;
 };
+bool in_unknown = false;
+
 void on_sent(pier_port_t*, void* ctx, pier_port_status_t st) {
+  CHECK(in_unknown);  // G3: callbacks run only inside pier_port_unknown()
   auto* s = static_cast<Sent*>(ctx);
   ++s->done;
   s->statuses.push_back(st);
@@ -64,8 +67,11 @@ bool pump(pier_port_t* p, const std::function<void(const pier_port_event_t&)>& o
     if (e->type == PIER_PORT_NO_RECV_EVENT) continue;
     if (e->type >= PIER_PORT_RECV_EVENT && e->type <= PIER_PORT_FAST_HIGH_PEER_RECV_EVENT)
       on_recv(*e);
-    else
+    else {
+      in_unknown = true;
       pier_port_unknown(p, e);
+      in_unknown = false;
+    }
   }
   return true;
 }
@@ -107,6 +113,7 @@ int rules_server(pier_port_t* p) {
   std::uint32_t next[2] = {0, 0};
   bool bye = false;
   auto on_recv = [&](const pier_port_event_t& e) {
+    CHECK(e.tag == e.size);  // G5: the buffer comes back with its tag
     if (e.size == 3) {
       bye = true;
       return;
@@ -136,12 +143,15 @@ int rules_client(pier_port_t* p) {
   std::vector<unsigned char> hb(16);
   CHECK(pier_port_provide_receive_buffer_with_tag(p, hb.data(), 4, PIER_PORT_HIGH_PRIORITY, 0) ==
         PIER_PORT_SUCCESS);
+  // G2: the buffer took a receive token; the event gives it back.
+  CHECK(pier_port_receive_tokens_held(p) == pier_port_num_receive_tokens(p) - 1);
   std::uint64_t server_memory = 0;
   auto on_recv = [&](const pier_port_event_t& e) {
     std::memcpy(&server_memory, e.message, 8);
     CHECK(e.sender_node_id == 1 && e.sender_port_id == 2);
   };
   CHECK(pump(p, on_recv, [&] { return server_memory != 0; }));
+  CHECK(pier_port_receive_tokens_held(p) == pier_port_num_receive_tokens(p));
 
   // G1: every send takes a token until none is left; none comes back
   // before its callback.
