@@ -275,9 +275,16 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
         return true;
       }
       const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
-      if (h.length == 0 ||
-          core().recv(handle, nullptr, &r->region, offset, h.length, h.length) != Status::ok)
+      if (h.length == 0) {
         clean();
+      } else if (core().recv(handle, nullptr, &r->region, offset, h.length, h.length) !=
+                 Status::ok) {
+        // The range checked out, so the core refused for its own reasons:
+        // the writer must not believe its data landed.
+        clean();
+        nack(s, Status::internal);
+        return true;
+      }
       owe_ack(s);
       return true;
     }
