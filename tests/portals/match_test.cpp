@@ -587,6 +587,9 @@ TEST_P(Data, R_L3_VolatileBufferIsReusableAtReturn) {
   auto unreliable = bind(src.data(), src.size(), PTL_MD_UNRELIABLE);
   EXPECT_EQ(PtlPut(unreliable, 0, 8, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_ARG_INVALID);
   EXPECT_EQ(PtlPut(unreliable, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_OK);
+  // Both puts have landed before `dst` goes out of scope.
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
