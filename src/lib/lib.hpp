@@ -179,9 +179,11 @@ class Lib final : public core::Client, public nal::Lib {
   int ct_poll(const Call& c, Reply& r) noexcept;
   int make_buffer(Ni& ni, void* start, ptl_size_t length, bool iovec, Buffer& out) noexcept;
   void drop_buffer(Buffer& b) noexcept;
-  // events.cpp
+  /// The one path events take into an EQ (objects.cpp).
   void post(Eq* eq, const ptl_event_t& ev) noexcept;
+  /// A counting event: +1 or +bytes on success, +1 failure (objects.cpp).
   void count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept;
+  /// Wakes waiters and releases triggered operations (triggered.cpp).
   void ct_changed(Ct* ct) noexcept;
   // list.cpp: appends, unlink, search, unexpected headers
   int append(const Call& c, Reply& r) noexcept;
@@ -198,9 +200,7 @@ class Lib final : public core::Client, public nal::Lib {
   // target.cpp: arriving requests
   void parse_request(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_target(Msg* m, Status status) noexcept;
-  void answer(Msg* m, wire::NiFail fail) noexcept;
-  void refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
-              wire::NiFail fail) noexcept;
+  void refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept;
   bool matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator, ptl_size_t rlength,
                ptl_size_t remote_offset) const noexcept;
   void complete_target(Msg* m, ptl_ni_fail_t fail) noexcept;
@@ -227,7 +227,6 @@ class Lib final : public core::Client, public nal::Lib {
   Msg* new_msg() noexcept;
   Result<core::Rank> rank_of(Ni& ni, ptl_process_t target) const noexcept;
   ptl_process_t my_id(const Ni& ni) const noexcept;
-  ptl_rank_t my_rank_ = 0;  ///< index of this process in map_
   ptl_process_t initiator_of(const Ni& ni, const wire::PortalsHeader& h) const noexcept;
   // triggered.cpp
   int trig_ct(const Call& c, Reply& r) noexcept;
@@ -246,6 +245,7 @@ class Lib final : public core::Client, public nal::Lib {
   std::array<std::uint32_t, 4> ni_gen_{1, 1, 1, 1};
   std::vector<ptl_process_t> map_;  ///< logical rank -> physical id
   bool map_set_ = false;
+  ptl_rank_t my_rank_ = 0;  ///< index of this process in map_
   std::vector<ptl_nid_t> nid_of_rank_;
   base::Pool<Msg> msgs_;
   base::Pool<Trig> trigs_;

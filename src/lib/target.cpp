@@ -133,8 +133,7 @@ void Lib::flush_deferred() noexcept {
   }
 }
 
-void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
-                 wire::NiFail fail) noexcept {
+void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept {
   (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
   if (!wants_answer(h)) return;
   wire::PortalsHeader r;
@@ -150,7 +149,6 @@ void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, Ni* ni,
   r.initiator_pid = h.target_pid;
   if (Status s = send_answer(a.source, r, nullptr, nullptr, 0, 0); s != Status::ok)
     PIER_LOG(warn, "lib", "cannot answer rank {}: {}", a.source, to_string(s));
-  (void)ni;
 }
 
 void Lib::disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept {
@@ -171,15 +169,15 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
   std::uint32_t index = (h.matching == wire::Matching::non_matching ? 1u : 0u) |
                         (h.addressing == wire::Addressing::physical ? 2u : 0u);
   Ni& ni = nis_[index];
-  if (ni.refs == 0) return refuse(a, h, nullptr, wire::NiFail::dropped);
+  if (ni.refs == 0) return refuse(a, h, wire::NiFail::dropped);
   if (h.pt_index >= ni.pts.size() || !ni.pts[h.pt_index].allocated) {
     ++ni.status[PTL_SR_DROP_COUNT];  // R-F1
-    return refuse(a, h, &ni, wire::NiFail::dropped);
+    return refuse(a, h, wire::NiFail::dropped);
   }
   Pt& pt = ni.pts[h.pt_index];
   if (!pt.enabled) {
     ++ni.status[PTL_SR_DROP_COUNT];  // R-F2
-    return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+    return refuse(a, h, wire::NiFail::pt_disabled);
   }
   ptl_process_t initiator = initiator_of(ni, h);
   bool flow = pt.options & PTL_PT_FLOWCTRL;
@@ -190,7 +188,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
       if (ni.pts[i].allocated && ni.pts[i].eq == full && (ni.pts[i].options & PTL_PT_FLOWCTRL))
         disable_for_flow(ni, static_cast<ptl_pt_index_t>(i), nullptr);
     ++ni.status[PTL_SR_DROP_COUNT];
-    return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+    return refuse(a, h, wire::NiFail::pt_disabled);
   }
   Entry* e = nullptr;
   for (auto* list : {&pt.priority, &pt.overflow}) {
@@ -202,13 +200,13 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
     ++ni.status[PTL_SR_DROP_COUNT];  // R-M7
     if (flow) {
       disable_for_flow(ni, h.pt_index, nullptr);
-      return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+      return refuse(a, h, wire::NiFail::pt_disabled);
     }
-    return refuse(a, h, &ni, wire::NiFail::dropped);
+    return refuse(a, h, wire::NiFail::dropped);
   }
   if (e->uid != PTL_UID_ANY && e->uid != h.uid) {
     ++ni.status[PTL_SR_PERMISSION_VIOLATIONS];  // R-M6
-    return refuse(a, h, &ni, wire::NiFail::perm_violation);
+    return refuse(a, h, wire::NiFail::perm_violation);
   }
   unsigned need = 0;
   switch (h.op) {
@@ -225,7 +223,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
   }
   if ((e->options & need) != need) {
     ++ni.status[PTL_SR_OPERATION_VIOLATIONS];
-    return refuse(a, h, &ni, wire::NiFail::op_violation);
+    return refuse(a, h, wire::NiFail::op_violation);
   }
   bool atomic = wire::is_atomic(h.op);
   if (atomic) {
@@ -236,7 +234,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
                                                           : AtomicFn::swap;
     if (h.atomic_op == wire::AtomicOp::none || !atomic_legal(fn, op, type) ||
         h.operand_length > wire::max_operand_length)
-      return refuse(a, h, &ni, wire::NiFail::op_violation);
+      return refuse(a, h, wire::NiFail::op_violation);
   }
   Unexpected* uh = nullptr;
   if (e->list == PTL_OVERFLOW_LIST && !(e->options & PTL_ME_UNEXPECTED_HDR_DISABLE)) {
@@ -245,16 +243,16 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
       ++ni.status[PTL_SR_DROP_COUNT];
       if (flow) {
         disable_for_flow(ni, h.pt_index, e);
-        return refuse(a, h, &ni, wire::NiFail::pt_disabled);
+        return refuse(a, h, wire::NiFail::pt_disabled);
       }
-      return refuse(a, h, &ni, wire::NiFail::dropped);
+      return refuse(a, h, wire::NiFail::dropped);
     }
   }
   Msg* m = new_msg();
   if (!m) {
     PIER_LOG(warn, "lib", "no message state left for a request from rank {}", a.source);
     ++ni.status[PTL_SR_DROP_COUNT];
-    return refuse(a, h, &ni, wire::NiFail::dropped);
+    return refuse(a, h, wire::NiFail::dropped);
   }
   if (uh) ni.unexpected_free.remove(uh);
 
