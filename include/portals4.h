@@ -386,9 +386,11 @@ typedef struct {
 } ptl_event_t;
 
 /* ---- functions --------------------------------------------------------- */
-/* Initialisation: reference counted; PtlInit after the final PtlFini
- * initialises again. PtlAbort wakes every blocked wait/poll with
- * PTL_ABORTED while a thread is inside one of them. */
+/* Initialisation: reference counted. PtlInit after the final PtlFini
+ * initialises again in a process started alone, and returns PTL_FAIL under
+ * pier-run (the launcher admits each rank once). PtlFini lets answers
+ * already queued leave (for up to 2 s) before it tears down. PtlAbort makes
+ * every blocked wait/poll return PTL_ABORTED while a thread is inside one. */
 void PtlAbort(void);
 int PtlInit(void);
 void PtlFini(void);
