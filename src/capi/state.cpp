@@ -21,8 +21,11 @@ namespace {
 std::mutex init_mu;
 int init_count = 0;
 std::atomic<State*> live{nullptr};
-std::atomic<int> waiters{0};
-std::atomic<bool> abort_flag{false};
+// Threads inside a blocking call, times two, plus the abort bit: one word,
+// so "set the abort only while someone waits" and "the last waiter clears
+// it" cannot interleave into an abort that outlives every waiter.
+std::atomic<std::uint64_t> wait_state{0};
+constexpr std::uint64_t abort_bit = 1, one_waiter = 2;
 
 /// Status of a failed forward to PTL_*; the LIB itself answers in PTL_*.
 int to_ptl(Status s) noexcept {
@@ -136,18 +139,30 @@ void check_peers() noexcept {
 }
 
 void wait_enter() noexcept {
-  waiters.fetch_add(1, std::memory_order_acq_rel);
+  wait_state.fetch_add(one_waiter, std::memory_order_acq_rel);
 }
 
 void wait_exit() noexcept {
   // Ref semantics: the abort lasts while someone waits, and ends with the
   // last waiter.
-  if (waiters.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    abort_flag.store(false, std::memory_order_release);
+  std::uint64_t s = wait_state.load(std::memory_order_acquire);
+  while (true) {
+    std::uint64_t n = s - one_waiter;
+    if (n < one_waiter) n = 0;
+    if (wait_state.compare_exchange_weak(s, n, std::memory_order_acq_rel)) return;
+  }
 }
 
 bool aborting() noexcept {
-  return abort_flag.load(std::memory_order_acquire);
+  return wait_state.load(std::memory_order_acquire) & abort_bit;
+}
+
+/// Sets the abort bit if a thread waits; false if nobody does.
+bool raise_abort() noexcept {
+  std::uint64_t s = wait_state.load(std::memory_order_acquire);
+  while (s >= one_waiter)
+    if (wait_state.compare_exchange_weak(s, s | abort_bit, std::memory_order_acq_rel)) return true;
+  return false;
 }
 
 void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept {
@@ -196,8 +211,7 @@ void PtlFini(void) {
 }
 
 void PtlAbort(void) {
-  if (pier::capi::waiters.load(std::memory_order_acquire) == 0) return;
-  pier::capi::abort_flag.store(true, std::memory_order_release);
+  if (!pier::capi::raise_abort()) return;
   if (State* s = pier::capi::state()) s->lib->notifier().bump();
 }
 

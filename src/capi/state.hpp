@@ -39,6 +39,8 @@ void check_peers() noexcept;
 void wait_enter() noexcept;
 void wait_exit() noexcept;
 bool aborting() noexcept;
+/// PtlAbort's half: sets the abort while a thread waits; false otherwise.
+bool raise_abort() noexcept;
 /// Lets time pass until something may have changed since `seen`: drives the
 /// core itself without a progress thread, else sleeps on the LIB's notifier.
 void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept;
