@@ -70,6 +70,7 @@ struct Figures {
 Figures run_fi_pingpong(const std::string& provider, std::size_t size, long iters, int port) {
   const std::string common = "fi_pingpong -p " + provider + " -e rdm -I " + std::to_string(iters) +
                              " -S " + std::to_string(size);
+  std::fflush(stdout);
   const pid_t server = ::fork();
   if (server == 0) {
     const std::string cmd = common + " -B " + std::to_string(port) + " >/dev/null 2>&1";
@@ -175,7 +176,9 @@ double pingpong(Side& s, std::size_t size, long iters, bool rdv, bool ping) {
   auto post_ctl = [&] {
     ctl_r = Packet{};
     ctl_r.set_iovec(rdv ? &riiov : &iiov, 1);
-    if (Status st = s.small->recv_post(ctl_r); st != Status::in_progress) die("recv", st);
+    // ok: a packet was already waiting; recv_poll() answers ok again.
+    if (Status st = s.small->recv_post(ctl_r); st != Status::in_progress && st != Status::ok)
+      die("recv", st);
   };
   auto send_one = [&] {
     Packet p;
@@ -227,30 +230,41 @@ struct PierFigures {
 PierFigures run_pier(const std::string& provider) {
   int to_child[2], to_parent[2];
   if (::pipe(to_child) != 0 || ::pipe(to_parent) != 0) die("pipe");
+  std::fflush(stdout);  // or the child prints the parent's buffer again
   const pid_t pid = ::fork();
   const bool parent = pid != 0;
-  // Small-track messages of 1 MiB for the "msg" figure.
-  pier::config::ScopedSet big("OFI_MAX_PACKET", "1M");
-  Side s;
-  bring_up(s, provider, parent ? to_parent[0] : to_child[0], parent ? to_child[1] : to_parent[1]);
+  const int in = parent ? to_parent[0] : to_child[0];
+  const int out = parent ? to_child[1] : to_parent[1];
+  // A fresh pair of contexts per phase: the rendezvous phase ends with each
+  // side's next rdv_data in flight, which must not reach the next phase.
+  auto phase = [&](std::size_t size, long iters, bool rdv, const char* max_packet) {
+    std::unique_ptr<pier::config::ScopedSet> big;
+    if (max_packet != nullptr)
+      big = std::make_unique<pier::config::ScopedSet>("OFI_MAX_PACKET", max_packet);
+    Side s;
+    bring_up(s, provider, in, out);
+    const double t = pingpong(s, size, iters, rdv, parent);
+    // Both sides must be done before either goes: the last pong may still
+    // be in flight for the other.
+    char done = 1;
+    write_all(out, &done, 1);
+    read_all(in, &done, 1);
+    s.small.reset();
+    s.large.reset();
+    (void)s.ctx->close();
+    return t;
+  };
   PierFigures f;
-  const double lat = pingpong(s, 8, lat_iters, false, parent);
-  const double rdv = pingpong(s, bw_size, bw_iters, true, parent);
-  const double msg = pingpong(s, bw_size, bw_iters, false, parent);
+  const double lat = phase(8, lat_iters, false, nullptr);
+  const double rdv = phase(bw_size, bw_iters, true, nullptr);
+  // Small-track messages of 1 MiB for the "msg" figure.
+  const double msg = phase(bw_size, bw_iters, false, "1M");
   f.lat_us = lat / static_cast<double>(lat_iters) / 2 * 1e6;
   const auto mbps = [](double t) {
     return static_cast<double>(bw_size) / (t / static_cast<double>(bw_iters) / 2) / 1e6;
   };
   f.rdv_mbps = mbps(rdv);
   f.msg_mbps = mbps(msg);
-  // Both sides must be done before either goes: the last pong may still be
-  // in flight for the other.
-  char done = 1;
-  write_all(parent ? to_child[1] : to_parent[1], &done, 1);
-  read_all(parent ? to_parent[0] : to_child[0], &done, 1);
-  s.small.reset();
-  s.large.reset();
-  (void)s.ctx->close();
   if (!parent) std::_Exit(0);
   ::waitpid(pid, nullptr, 0);
   for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) ::close(fd);

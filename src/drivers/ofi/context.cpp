@@ -45,6 +45,14 @@ inline const config::IntKey progress_key{
     "OFI_PROGRESS_US", -1, -1, 1000000,
     "a progress thread polls the context this often, for providers that complete a send only "
     "when the receiver polls (0: never; -1: only for udp;ofi_rxd)"};
+inline const config::IntKey inject_key{
+    "OFI_INJECT",
+    1024,
+    0,
+    1024,
+    "small packets up to this size (and the provider's inject size) are sent with fi_tinject "
+    "and complete at once (0: never)",
+    config::Type::size};
 inline const config::BoolKey rma_key{
     "OFI_RMA", true, "large-track rendezvous by RMA write where the provider offers it"};
 
@@ -163,6 +171,8 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
   std::size_t iov = std::min<std::size_t>({fi->tx_attr->iov_limit, fi->rx_attr->iov_limit, 16});
   if (rma_) iov = std::min<std::size_t>(iov, fi->tx_attr->rma_iov_limit);
   max_iov_ = static_cast<std::uint32_t>(std::max<std::size_t>(iov, 1));
+  inject_size_ = std::min<std::size_t>({fi->tx_attr->inject_size, max_inject, max_packet_,
+                                        static_cast<std::size_t>(inject_key.get())});
   state_ = State::described;
 
   driver::Properties props;
@@ -588,6 +598,12 @@ void OfiContext::on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept {
         op->data = e.data;
         op->length = e.len;
         op->status = Status::ok;
+        // Another instance's packet (a provider matching fault, seen with
+        // shm 1.17 before receives named their peer) is never delivered.
+        if ((e.tag & ~data_ignore) != tag_of(TagKind::data, op->owner->id())) {
+          PIER_LOG(error, "ofi", "instance {} got a packet tagged {:#x}", op->owner->id(), e.tag);
+          op->status = Status::malformed;
+        }
         op->done = true;
         op->owner->on_recv_done(op);
       }

@@ -28,6 +28,9 @@ namespace pier::drivers::ofi {
 
 class OfiInstance;
 
+/// The largest small packet sent with fi_tinject (gathered on the stack).
+inline constexpr std::size_t max_inject = 1024;
+
 /// One operation handed to libfabric. The fi_context2 comes first: libfabric
 /// gives back its address as the completion's op_context. Ops live in the
 /// context's pool, not in instances, so a completion that arrives after its
@@ -83,6 +86,7 @@ class OfiContext final : public driver::Context {
   fid_ep* ep() noexcept { return ep_; }
   fid_domain* domain() noexcept { return domain_; }
   bool rma() const noexcept { return rma_; }
+  bool directed() const noexcept { return choice_.directed; }
   bool mr_virt_addr() const noexcept;
   bool mr_endpoint() const noexcept;
   bool mr_prov_key() const noexcept;
@@ -91,6 +95,7 @@ class OfiContext final : public driver::Context {
   std::uint64_t credits() const noexcept { return credits_; }
   std::size_t max_packet() const noexcept { return max_packet_; }
   std::uint32_t max_iov() const noexcept { return max_iov_; }
+  std::size_t inject_size() const noexcept { return inject_size_; }
   std::uint32_t next_cookie() noexcept { return ++cookie_; }
 
   /// Claims (remote context, track) for `inst`: in_use when another instance
@@ -175,6 +180,7 @@ class OfiContext final : public driver::Context {
   std::uint64_t credits_ = 128;
   std::size_t max_packet_ = 65536;
   std::uint32_t max_iov_ = 1;
+  std::size_t inject_size_ = 0;
   std::int64_t keepalive_ms_ = 1000;
   std::size_t control_recvs_ = 64;
 

@@ -226,6 +226,9 @@ void OfiInstance::post_op(Op* op) noexcept {
   // Only receives into the bounce buffer have no packet.
   const driver::Packet* pkt = op->pkt;
   fid_ep* ep = ctx_.ep();
+  // Receives name their peer where the provider can: tags alone let shm
+  // 1.17 hand one peer's packet to another instance's receive.
+  const fi_addr_t source = ctx_.directed() ? ctx_.peer_addr(peer_) : FI_ADDR_UNSPEC;
   ssize_t rc = 0;
   switch (op->kind) {
     case Op::Kind::send:
@@ -260,12 +263,12 @@ void OfiInstance::post_op(Op* op) noexcept {
       break;
     case Op::Kind::recv:
       if (op->bounce) {
-        rc = fi_trecv(ep, bounce_.data(), bounce_.size(), nullptr, FI_ADDR_UNSPEC,
+        rc = fi_trecv(ep, bounce_.data(), bounce_.size(), nullptr, source,
                       tag_of(TagKind::data, id_), data_ignore, &op->fctx);
         break;
       }
-      rc = fi_trecvv(ep, pkt->iov, nullptr, pkt->iov_count, FI_ADDR_UNSPEC,
-                     tag_of(TagKind::data, id_), data_ignore, &op->fctx);
+      rc = fi_trecvv(ep, pkt->iov, nullptr, pkt->iov_count, source, tag_of(TagKind::data, id_),
+                     data_ignore, &op->fctx);
       break;
     default:
       return;

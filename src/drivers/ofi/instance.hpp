@@ -75,6 +75,7 @@ class OfiInstance final : public driver::Instance {
   bool recv_ended_by_peer() const noexcept;
   Status finish_recv(driver::Packet& pkt) noexcept;
   Status finish_send(driver::Packet& pkt) noexcept;
+  Status inject(driver::Packet& pkt, std::size_t size) noexcept;
   void close_mr() noexcept;
   Status register_recv(driver::Packet& pkt) noexcept;
   void cancel_recv_op() noexcept;

@@ -38,13 +38,15 @@ int provider_rank(std::string_view provider) noexcept;
 struct Choice {
   fi_info* info = nullptr;  ///< one entry, duplicated with fi_dupinfo
   bool rma = false;         ///< RMA with remote CQ data usable
+  bool directed = false;    ///< FI_DIRECTED_RECV: receives name their peer
   std::string why_not;      ///< when info is null: the reason, for skips and logs
 };
 
 /// Picks an endpoint for `wanted` (empty: the best ranked provider).
 Choice choose_provider(std::string_view wanted);
 
-/// The hints pier uses: RDM, tagged, `with_rma` adds FI_RMA.
-fi_info* make_hints(bool with_rma);
+/// The hints pier uses: RDM, tagged; `with_rma` adds FI_RMA, `directed`
+/// FI_DIRECTED_RECV.
+fi_info* make_hints(bool with_rma, bool directed);
 
 }  // namespace pier::drivers::ofi
