@@ -92,3 +92,8 @@ endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/pier.pc.in ${CMAKE_CURRENT_BINARY_DIR}/pier.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pier.pc
         DESTINATION ${pier_pc_dir})
+
+# libportals.so.4: Portals 4 programs link with the customary -lportals.
+if(TARGET portals)
+  install(TARGETS portals LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
