@@ -31,7 +31,7 @@ tsan: setup
 
 fuzz: setup
 	cmake --preset fuzz >/dev/null
-	cmake --build build/fuzz -j $(JOBS)
+	cmake --build build/fuzz -j $(JOBS) --target pier_fuzz_targets
 	bash scripts/fuzz.sh build/fuzz $${FUZZ_SECONDS:-60}
 
 format:
