@@ -2,7 +2,7 @@
 BUILD ?= build/release
 JOBS ?= $(shell nproc)
 
-.PHONY: run test setup build asan tsan fuzz format tidy clean
+.PHONY: run test setup build asan tsan fuzz format format-check tidy clean
 
 setup:
 	@bash scripts/setup.sh
@@ -36,6 +36,9 @@ fuzz: setup
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format -i
+
+format-check: setup
+	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format --dry-run -Werror
 
 clean:
 	rm -rf build
