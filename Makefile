@@ -40,5 +40,10 @@ format:
 format-check: setup
 	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format --dry-run -Werror
 
+# clang-tidy (checks in .clang-tidy) over the library sources, from the
+# release build's compile_commands.json.
+tidy: build
+	run-clang-tidy -p $(BUILD) -quiet -j $(JOBS) -extra-arg=-Wno-unknown-warning-option '$(CURDIR)/src/.*'
+
 clean:
 	rm -rf build
