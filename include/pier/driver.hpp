@@ -170,6 +170,10 @@ class Context {
   virtual Status cancel_any() { return Status::unsupported; }
   /// Why the driver cannot run here, or "" (for pier-info).
   virtual std::string unavailable_reason() const { return {}; }
+  /// What the driver runs without here although it works, or "" (for
+  /// pier-info): for example single copy refused by the kernel for a peer,
+  /// so large packets take a slower path.
+  virtual std::string degraded_reason() const { return {}; }
 };
 
 /// One (gate, track): an ordered, reliable packet channel to one peer.

@@ -3,6 +3,7 @@
 
 #include "drivers/shm/instance.hpp"
 #include "drivers/shm/ring.hpp"
+#include "drivers/shm/wake.hpp"
 
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -136,9 +137,11 @@ Result<std::vector<std::byte>> ShmContext::init() {
     return Status::system_error;
   }
   url_bytes_ = encode_url(url_);
+  light_ = register_light_publisher();
   phase_ = Phase::ready;
-  PIER_LOG(debug, "shm", "context ready: {} cells of {} B per ring, max packet {} B, cma {}",
-           settings_.ring_lines, line_size, settings_.max_packet, settings_.cma);
+  PIER_LOG(debug, "shm",
+           "context ready: {} cells of {} B per ring, max packet {} B, cma {}, light publisher {}",
+           settings_.ring_lines, line_size, settings_.max_packet, settings_.cma, light_);
   return url_bytes_;
 }
 
@@ -305,6 +308,8 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
           pollfds_.push_back({inst->socket_fd(), POLLIN, 0});
       }
     }
+    // The publishers' half of the Dekker pair may be a plain store (wake.hpp).
+    (void)heavy_fence();
     st = probe_any(ready);
     if (st == Status::in_progress && !canceled_.load()) {
       const ::timespec ts = until(deadline);
@@ -336,6 +341,16 @@ Status ShmContext::cancel_any() {
 
 std::string ShmContext::unavailable_reason() const {
   return unavailable_;
+}
+
+std::string ShmContext::degraded_reason() const {
+  std::lock_guard lock(mutex_);
+  return degraded_;
+}
+
+void ShmContext::note_degraded(std::string why) noexcept {
+  std::lock_guard lock(mutex_);
+  degraded_ = std::move(why);
 }
 
 }  // namespace pier::drivers::shm

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace pier::drivers::shm {
@@ -44,6 +45,7 @@ class ShmContext final : public driver::Context {
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
   std::string unavailable_reason() const override;
+  std::string degraded_reason() const override;
 
   // --- for instances --------------------------------------------------
   bool ready() const noexcept { return phase_ == Phase::ready; }
@@ -62,6 +64,11 @@ class ShmContext final : public driver::Context {
   /// or the deadline.
   void wait_accept(driver::Deadline deadline) noexcept;
   void forget(ShmInstance* inst) noexcept;
+  /// Publishers may use plain stores (this process is registered for the
+  /// sleepers' heavy fence, wake.hpp).
+  bool light_publisher() const noexcept { return light_; }
+  /// Records why a pair runs without single copy, for degraded_reason().
+  void note_degraded(std::string why) noexcept;
 
  private:
   enum class Phase : std::uint8_t { fresh, described, ready, closed };
@@ -92,6 +99,8 @@ class ShmContext final : public driver::Context {
   std::vector<ShmInstance*> watched_;  ///< instances wait_any() raised a flag on
   std::size_t next_any_ = 0;           ///< round-robin start of probe_any()
   std::string unavailable_;
+  std::string degraded_;  ///< guarded by mutex_
+  bool light_ = false;
   /// The word peers read with process_vm_readv to test single copy.
   alignas(64) std::uint64_t probe_word_ = 0;
 };

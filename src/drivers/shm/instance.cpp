@@ -2,6 +2,7 @@
 #include "drivers/shm/instance.hpp"
 
 #include "drivers/shm/context.hpp"
+#include "drivers/shm/wake.hpp"
 
 #include "base/log.hpp"
 
@@ -12,6 +13,7 @@
 #include <bit>
 #include <cstring>
 #include <ctime>
+#include <string>
 
 namespace pier::drivers::shm {
 
@@ -95,13 +97,7 @@ Status ShmInstance::send_hello() noexcept {
     fail(Status::broken);
     return Status::broken;
   }
-  Result<pid_t> pid = peer_pid(sock_.get());
-  peer_pid_ = pid ? *pid : 0;
-  // Different pid namespaces make the url's pid differ from the credentials;
-  // single copy is then off, the cells still work.
-  cma_ok_ = ctx_->settings().cma && peer_pid_ != 0 &&
-            static_cast<std::uint32_t>(peer_pid_) == remote_.pid &&
-            probe_cma(peer_pid_, remote_.probe_addr, remote_.probe_value);
+  probe_single_copy();
   Hello hello;
   hello.track = track_;
   std::copy(ctx_->url_bytes().begin(), ctx_->url_bytes().end(), hello.url.begin());
@@ -125,6 +121,27 @@ Status ShmInstance::send_hello() noexcept {
   return Status::ok;
 }
 
+void ShmInstance::probe_single_copy() noexcept {
+  Result<pid_t> pid = peer_pid(sock_.get());
+  peer_pid_ = pid ? *pid : 0;
+  cma_ok_ = false;
+  if (!ctx_->settings().cma) return;
+  std::string why;
+  if (peer_pid_ == 0) {
+    why = "no peer credentials on the socket";
+  } else if (static_cast<std::uint32_t>(peer_pid_) != remote_.pid) {
+    // Different pid namespaces make the url's pid differ from the
+    // credentials; single copy is then off, the cells still work.
+    why = "the peer's pid differs from its url (another pid namespace?)";
+  } else {
+    why = probe_cma(peer_pid_, remote_.probe_addr, remote_.probe_value);
+  }
+  cma_ok_ = why.empty();
+  if (!cma_ok_)
+    ctx_->note_degraded("single copy with pid " + std::to_string(remote_.pid) + " refused (" + why +
+                        "); large packets are copied through the cells");
+}
+
 void ShmInstance::attach_rings(bool connector) noexcept {
   SegmentHeader h;
   (void)read_header(seg_.data(), h);
@@ -136,9 +153,12 @@ void ShmInstance::attach_rings(bool connector) noexcept {
     v[d].lines = h.ring_lines;
     v[d].key = h.key;
   }
-  // Ring 0 flows connector -> acceptor, ring 1 the other way.
-  tx_.attach(v[connector ? 0 : 1]);
-  rx_.attach(v[connector ? 1 : 0]);
+  // Ring 0 flows connector -> acceptor, ring 1 the other way. Our stores
+  // need a locked instruction only when this process could not register for
+  // the peer's heavy fence (wake.hpp).
+  const bool strong = !ctx_->light_publisher();
+  tx_.attach(v[connector ? 0 : 1], strong);
+  rx_.attach(v[connector ? 1 : 0], strong);
 }
 
 void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
@@ -161,11 +181,7 @@ void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
   if (!read_header(seg_.data(), h) || h.ring_lines != hello.ring_lines ||
       h.max_packet != hello.max_packet || h.size != hello.segment_size)
     return reject("segment header does not match the hello");
-  Result<pid_t> pid = peer_pid(sock_.get());
-  peer_pid_ = pid ? *pid : 0;
-  cma_ok_ = ctx_->settings().cma && peer_pid_ != 0 &&
-            static_cast<std::uint32_t>(peer_pid_) == remote_.pid &&
-            probe_cma(peer_pid_, remote_.probe_addr, remote_.probe_value);
+  probe_single_copy();
   if (send_message(sock_.get(), encode_reply(Reply{Answer::accepted})) != Status::ok) {
     fail(Status::broken);
     return;
@@ -215,8 +231,11 @@ Status ShmInstance::disconnect() {
   phase_ = Phase::closed;
   fail_ = Status::closed;
   // Closing our end is what the peer sees as EOF: it drains its ring and
-  // then reports broken.
+  // then reports broken. A peer asleep on a futex looks at its socket as
+  // soon as it wakes.
   sock_.reset();
+  if (tx_.attached()) wake(tx_.futex_word(ctl_reader_sleepers), sleeper_futex);
+  if (rx_.attached()) wake(rx_.futex_word(ctl_writer_sleepers), sleeper_futex);
   return Status::ok;
 }
 
@@ -283,14 +302,20 @@ void ShmInstance::drain_socket() noexcept {
   }
 }
 
-void ShmInstance::wake_peer() noexcept {
-  static const std::array<std::byte, control_prefix> wake = encode_wake();
-  if (sock_.valid()) (void)send_message(sock_.get(), wake);
+void ShmInstance::wake(std::uint32_t* futex, std::uint64_t sleepers) noexcept {
+  if ((sleepers & (sleeper_socket - 1)) != 0) {
+    std::atomic_ref<std::uint32_t>(*futex).fetch_add(1, std::memory_order_release);
+    futex_wake_all(futex);
+  }
+  if (sleepers >= sleeper_socket && sock_.valid()) {
+    static const std::array<std::byte, control_prefix> msg = encode_wake();
+    (void)send_message(sock_.get(), msg);
+  }
 }
 
 bool ShmInstance::watch() noexcept {
   if (phase_ != Phase::connected) return false;
-  rx_.ctl_word(ctl_reader_sleepers).fetch_add(1, std::memory_order_seq_cst);
+  rx_.ctl_word(ctl_reader_sleepers).fetch_add(sleeper_socket, std::memory_order_seq_cst);
   ++watching_;
   return true;
 }
@@ -300,16 +325,22 @@ void ShmInstance::unwatch() noexcept {
   // address of one destroyed while wait_any() slept.
   if (watching_ == 0) return;
   --watching_;
-  rx_.ctl_word(ctl_reader_sleepers).fetch_sub(1, std::memory_order_seq_cst);
+  rx_.ctl_word(ctl_reader_sleepers).fetch_sub(sleeper_socket, std::memory_order_seq_cst);
 }
 
 void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {
   if (phase_ != Phase::connected || !sock_.valid() || peer_gone()) return;
   std::atomic_ref<std::uint64_t> sleepers =
       writer ? tx_.ctl_word(ctl_writer_sleepers) : rx_.ctl_word(ctl_reader_sleepers);
+  std::uint32_t* futex =
+      writer ? tx_.futex_word(ctl_writer_sleepers) : rx_.futex_word(ctl_reader_sleepers);
   // Dekker with RingWriter::publish / RingReader::consume: raise the flag,
-  // then look again; the other side stores, then reads the flag.
-  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  // fence, then look again; the other side stores, then reads the flag. The
+  // futex word is read before the last look, so a wake-up between the look
+  // and the sleep makes futex_wait return at once.
+  sleepers.fetch_add(sleeper_futex, std::memory_order_seq_cst);
+  const std::uint32_t seq = std::atomic_ref<std::uint32_t>(*futex).load(std::memory_order_acquire);
+  (void)heavy_fence();
   bool news = false;
   if (writer) {
     news = send_news();
@@ -318,16 +349,14 @@ void ShmInstance::sleep(bool writer, driver::Deadline deadline) noexcept {
     news = rx_.peek(r) != 0;
   }
   if (!news) {
+    // A SIGKILLed peer wakes nobody: sleep at most one liveness period, then
+    // look at the socket (EOF) below.
     const auto now = driver::Clock::now();
     auto left = deadline > now ? deadline - now : driver::Clock::duration::zero();
-    left = std::min<driver::Clock::duration>(left, std::chrono::seconds(1));
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    const ::timespec ts{static_cast<std::time_t>(ns / 1000000000),
-                        static_cast<long>(ns % 1000000000)};
-    ::pollfd pfd{sock_.get(), POLLIN, 0};
-    (void)::ppoll(&pfd, 1, &ts, nullptr);
+    left = std::min<driver::Clock::duration>(left, liveness_period);
+    futex_wait(futex, seq, std::chrono::duration_cast<std::chrono::nanoseconds>(left));
   }
-  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  sleepers.fetch_sub(sleeper_futex, std::memory_order_seq_cst);
   drain_socket();
   absorb_gone();
 }

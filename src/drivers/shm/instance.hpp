@@ -13,12 +13,16 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
 namespace pier::drivers::shm {
 
 class ShmContext;
+
+/// The longest a blocking wait sleeps before it looks for the peer's death.
+inline constexpr std::chrono::milliseconds liveness_period{10};
 
 class ShmInstance final : public driver::Instance {
  public:
@@ -70,6 +74,8 @@ class ShmInstance final : public driver::Instance {
   // connection (instance.cpp)
   Status start_connector() noexcept;
   Status send_hello() noexcept;
+  /// Decides cma_ok_ by a real process_vm_readv of the peer's probe word.
+  void probe_single_copy() noexcept;
   void attach_rings(bool connector) noexcept;
   void fail(Status why) noexcept;
   /// Turns a peer death seen by drain_socket() into the instance's failure.
@@ -85,9 +91,21 @@ class ShmInstance final : public driver::Instance {
       absorb_gone();
     }
   }
-  void wake_peer() noexcept;
-  /// Sleeps until the socket has news or the deadline; `writer` says which
-  /// sleepers word to raise.
+  /// Wakes the peer sleeping on a ring, as its sleepers word says: the
+  /// futex word `futex` for a blocking wait, the socket for receive-any.
+  /// Out of line: the fast path only tests the word.
+  [[gnu::noinline, gnu::cold]] void wake(std::uint32_t* futex, std::uint64_t sleepers) noexcept;
+  /// The peer reading our sending ring.
+  void wake_reader(std::uint64_t sleepers) noexcept {
+    wake(tx_.futex_word(ctl_reader_sleepers), sleepers);
+  }
+  /// The peer writing our receiving ring, waiting for room.
+  void wake_writer(std::uint64_t sleepers) noexcept {
+    wake(rx_.futex_word(ctl_writer_sleepers), sleepers);
+  }
+  /// Sleeps on the futex word until the ring has news, the deadline, or the
+  /// liveness period passes (then looks at the socket for the peer's
+  /// death); `writer` says which sleepers word to raise.
   void sleep(bool writer, driver::Deadline deadline) noexcept;
   bool spin_expired(std::int64_t& start_ns) const noexcept;
   /// A sleeping sender has something new to look at.

@@ -33,7 +33,7 @@ void collect_piece(void* raw, std::byte* ptr, std::size_t len) {
 }  // namespace
 
 void ShmInstance::consume(std::uint64_t lines) noexcept {
-  if (rx_.consume(lines)) wake_peer();
+  if (const std::uint64_t s = rx_.consume(lines)) wake_writer(s);
 }
 
 Status ShmInstance::recv_post(driver::Packet& pkt) {
@@ -143,7 +143,9 @@ Status ShmInstance::progress_recv() noexcept {
         rx_.ctl_word(ctl_rdv_accept)
             .exchange(token_ | rdv_claimed | (pulled ? rdv_split_ok : rdv_split_failed),
                       std::memory_order_seq_cst);
-        if (rx_.ctl_word(ctl_writer_sleepers).load(std::memory_order_seq_cst) != 0) wake_peer();
+        if (const std::uint64_t s =
+                rx_.ctl_word(ctl_writer_sleepers).load(std::memory_order_seq_cst))
+          wake_writer(s);
         consume(r.lines);
         continue;
       }

@@ -7,10 +7,12 @@
 //   [512, 1024)    control of ring 0 (connector -> acceptor)
 //   [1024, 1536)   control of ring 1 (acceptor -> connector)
 //   [4096, ...)    ring 0 cells, then ring 1 cells
-// A ring's control holds four words, each alone in a 128-byte block so the
-// adjacent-line prefetcher does not make them share: consumed (written by the
-// reader), reader_sleepers (reader), writer_sleepers (writer), rdv_accept
-// (the token of the receive open to single copy).
+// A ring's control holds four blocks of 128 bytes, so the adjacent-line
+// prefetcher does not make them share: consumed (written by the reader),
+// reader sleepers and the reader's futex word, writer sleepers and the
+// writer's futex word, rdv_accept (the token of the receive open to single
+// copy). A sleepers word counts futex sleepers in its low half and sleepers
+// on the control socket (receive-any) in its high half (wake.hpp).
 //
 // A record starts on a 64-byte line: stamp (u64), payload length (u32), kind
 // (u8), flags (u8), 2 reserved bytes, then the payload over as many lines as
@@ -39,9 +41,13 @@ inline constexpr std::size_t ctl_offset[2] = {512, 1024};
 inline constexpr std::size_t ctl_consumed = 0;
 inline constexpr std::size_t ctl_reader_sleepers = 128;
 inline constexpr std::size_t ctl_writer_sleepers = 256;
+/// The futex word of each sleepers block: bumped by every wake-up.
+inline constexpr std::size_t ctl_futex = 8;
+inline constexpr std::uint64_t sleeper_futex = 1;
+inline constexpr std::uint64_t sleeper_socket = std::uint64_t{1} << 32;
 inline constexpr std::size_t ctl_rdv_accept = 384;
 inline constexpr std::uint32_t segment_magic = 0x6d687370;  // "pshm"
-inline constexpr std::uint32_t segment_version = 1;
+inline constexpr std::uint32_t segment_version = 2;
 // rdv_accept holds the open receive's token, with these bits as it goes:
 // the sender claimed it, then the receiver finished (or failed) its half of
 // a split copy.
@@ -103,6 +109,24 @@ inline std::atomic_ref<std::uint64_t> word(std::byte* at) noexcept {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at));
 }
 
+/// Stores `value` into `slot`, then reads `sleepers`, with the store-load
+/// order a Dekker pair needs: a locked exchange (`strong`), or a plain store
+/// when this process is registered for the sleeper's heavy_fence()
+/// (wake.hpp). Returns the sleepers word.
+inline std::uint64_t store_then_check(std::atomic_ref<std::uint64_t> slot, std::uint64_t value,
+                                      std::atomic_ref<std::uint64_t> sleepers,
+                                      bool strong) noexcept {
+  if (strong) {
+    slot.exchange(value, std::memory_order_seq_cst);
+    return sleepers.load(std::memory_order_seq_cst);
+  }
+  slot.store(value, std::memory_order_release);
+  // Only the compiler must keep the load after the store; the sleeper's
+  // membarrier orders the CPU.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  return sleepers.load(std::memory_order_relaxed);
+}
+
 /// One direction of a pair, as seen by either end.
 struct RingView {
   std::byte* cells = nullptr;
@@ -116,15 +140,19 @@ struct RingView {
   std::atomic_ref<std::uint64_t> ctl_word(std::size_t off) const noexcept {
     return word(ctl + off);
   }
+  std::uint32_t* futex_word(std::size_t off) const noexcept {
+    return reinterpret_cast<std::uint32_t*>(ctl + off + ctl_futex);
+  }
 };
 
 /// The producer end. Not thread-safe: one writer per ring.
 class RingWriter {
  public:
-  void attach(const RingView& v) noexcept {
+  void attach(const RingView& v, bool strong) noexcept {
     v_ = v;
     pos_ = 0;
     consumed_ = 0;
+    strong_ = strong;
   }
 
   /// Room for one record of at least `min_len` and at most `max_len` payload
@@ -166,9 +194,9 @@ class RingWriter {
   /// The payload pointer of the record reserve() prepared.
   std::byte* current() const noexcept { return v_.line(pos_) + record_header; }
 
-  /// Publishes the record at the current position. Returns true when the
-  /// reader sleeps and must be woken.
-  bool publish(std::size_t len, Kind kind, std::uint8_t flags) noexcept {
+  /// Publishes the record at the current position. Returns the reader's
+  /// sleepers word: non-zero when it sleeps and must be woken.
+  std::uint64_t publish(std::size_t len, Kind kind, std::uint8_t flags) noexcept {
     std::byte* h = v_.line(pos_);
     const auto len32 = static_cast<std::uint32_t>(len);
     std::memcpy(h + 8, &len32, 4);
@@ -176,13 +204,13 @@ class RingWriter {
     h[13] = static_cast<std::byte>(flags);
     h[14] = std::byte{0};
     h[15] = std::byte{0};
-    // A seq_cst exchange (one locked instruction on x86) both releases the
-    // payload and orders this store before the sleepers load below: the
-    // reader increments sleepers and then re-reads the stamp, so one of the
-    // two always sees the other (no lost wake-up).
-    word(h).exchange((pos_ + 1) ^ v_.key, std::memory_order_seq_cst);
+    // The stamp releases the payload; the reader raises its sleepers word
+    // and then re-reads the stamp, so one of the two always sees the other
+    // (no lost wake-up).
+    const std::uint64_t sleepers =
+        store_then_check(word(h), (pos_ + 1) ^ v_.key, v_.ctl_word(ctl_reader_sleepers), strong_);
     pos_ += lines_for(len);
-    return v_.ctl_word(ctl_reader_sleepers).load(std::memory_order_seq_cst) != 0;
+    return sleepers;
   }
 
   bool corrupt() const noexcept { return corrupt_; }
@@ -192,12 +220,16 @@ class RingWriter {
   std::atomic_ref<std::uint64_t> ctl_word(std::size_t off) const noexcept {
     return v_.ctl_word(off);
   }
+  /// The futex word of the sleepers block at `off`.
+  std::uint32_t* futex_word(std::size_t off) const noexcept { return v_.futex_word(off); }
+  bool attached() const noexcept { return v_.ctl != nullptr; }
 
  private:
   RingView v_;
   std::uint64_t pos_ = 0;
   std::uint64_t consumed_ = 0;
   bool corrupt_ = false;
+  bool strong_ = true;
 };
 
 /// One record as the reader sees it.
@@ -212,9 +244,10 @@ struct Record {
 /// The consumer end. Not thread-safe: one reader per ring.
 class RingReader {
  public:
-  void attach(const RingView& v) noexcept {
+  void attach(const RingView& v, bool strong) noexcept {
     v_ = v;
     head_ = 0;
+    strong_ = strong;
   }
 
   /// 1 with `r` filled when a record is there, 0 when none, -1 when the
@@ -240,24 +273,26 @@ class RingReader {
     return 1;
   }
 
-  /// Hands `lines` lines back to the writer. Returns true when the writer
-  /// sleeps waiting for room and must be woken.
-  bool consume(std::uint64_t lines) noexcept {
+  /// Hands `lines` lines back to the writer. Returns the writer's sleepers
+  /// word: non-zero when it sleeps waiting for room and must be woken.
+  std::uint64_t consume(std::uint64_t lines) noexcept {
     head_ += lines;
-    // seq_cst exchange: releases our reads of the cells and orders the store
-    // before the writer_sleepers load (the mirror of RingWriter::publish).
-    v_.ctl_word(ctl_consumed).exchange(head_, std::memory_order_seq_cst);
-    return v_.ctl_word(ctl_writer_sleepers).load(std::memory_order_seq_cst) != 0;
+    // Releases our reads of the cells; the mirror of RingWriter::publish.
+    return store_then_check(v_.ctl_word(ctl_consumed), head_, v_.ctl_word(ctl_writer_sleepers),
+                            strong_);
   }
 
   std::atomic_ref<std::uint64_t> ctl_word(std::size_t off) const noexcept {
     return v_.ctl_word(off);
   }
+  std::uint32_t* futex_word(std::size_t off) const noexcept { return v_.futex_word(off); }
+  bool attached() const noexcept { return v_.ctl != nullptr; }
   std::uint64_t head() const noexcept { return head_; }
 
  private:
   RingView v_;
   std::uint64_t head_ = 0;
+  bool strong_ = true;
 };
 
 }  // namespace pier::drivers::shm

@@ -95,7 +95,7 @@ Status ShmInstance::send_buf_post(driver::Packet& pkt, std::size_t len) {
   buf_reserved_ = false;
   const Status st = usable();
   if (st != Status::ok) return st;
-  if (tx_.publish(len, Kind::packet, 0)) wake_peer();
+  if (const std::uint64_t s = tx_.publish(len, Kind::packet, 0)) wake_reader(s);
   pkt.length = len;
   complete_send(pkt, Status::ok);
   return Status::ok;
@@ -121,7 +121,7 @@ Status ShmInstance::send_post(driver::Packet& pkt) {
       return phase_ == Phase::connected ? Status::no_resource : fail_;
     }
     (void)driver::copy_from_packet(pkt, 0, std::span<std::byte>(p, size));
-    if (tx_.publish(size, Kind::packet, 0)) wake_peer();
+    if (const std::uint64_t s = tx_.publish(size, Kind::packet, 0)) wake_reader(s);
     pkt.length = size;
     complete_send(pkt, Status::ok);
     return Status::ok;
@@ -215,7 +215,8 @@ bool ShmInstance::pump_frags(driver::Packet& pkt) noexcept {
     }
     (void)driver::copy_from_packet(pkt, off, std::span<std::byte>(p, granted));
     off += granted;
-    if (tx_.publish(granted, Kind::frag, off == size ? flag_last : 0)) wake_peer();
+    if (const std::uint64_t s = tx_.publish(granted, Kind::frag, off == size ? flag_last : 0))
+      wake_reader(s);
   } while (off < size);
   pkt.length = size;
   complete_send(pkt, Status::ok);
@@ -273,7 +274,7 @@ void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
       const auto base = reinterpret_cast<std::uintptr_t>(local[0].iov_base);
       encode_split(Split{rdv->token, offset, want - offset, base + offset},
                    std::span<std::byte>(p, Split::size));
-      if (tx_.publish(Split::size, Kind::rdv_split, 0)) wake_peer();
+      if (const std::uint64_t s = tx_.publish(Split::size, Kind::rdv_split, 0)) wake_reader(s);
       const ::iovec first{local[0].iov_base, offset};
       Result<std::size_t> w = cma_write(peer_pid_, std::span<const ::iovec>(&first, 1), remote_v);
       if (!w) {
@@ -350,7 +351,7 @@ bool ShmInstance::pump_done(driver::Packet& pkt) noexcept {
   if (p == nullptr) return false;
   encode_done(Done{pkt.driver_data[3], pkt.driver_data[2], pkt.size()},
               std::span<std::byte>(p, Done::size));
-  if (tx_.publish(Done::size, Kind::rdv_done, flag_last)) wake_peer();
+  if (const std::uint64_t s = tx_.publish(Done::size, Kind::rdv_done, flag_last)) wake_reader(s);
   pkt.length = pkt.driver_data[2];
   complete_send(pkt, Status::ok);
   return true;

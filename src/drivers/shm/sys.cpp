@@ -243,18 +243,24 @@ Result<Received> recv_message(int fd, std::span<std::byte> buf) noexcept {
   return out;
 }
 
-bool probe_cma(pid_t pid, std::uint64_t addr, std::uint64_t expect) noexcept {
-  if (pid == ::getpid()) return true;
+std::string probe_cma(pid_t pid, std::uint64_t addr, std::uint64_t expect) {
+  if (pid == ::getpid()) return {};  // within a process single copy is memcpy
   std::uint64_t got = 0;
   ::iovec local{&got, sizeof got};
   ::iovec remote{reinterpret_cast<void*>(addr), sizeof got};
   const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-  if (n != static_cast<ssize_t>(sizeof got)) {
-    PIER_LOG(info, "shm", "single copy to pid {} unavailable ({}); using copies through cells", pid,
-             n < 0 ? std::strerror(errno) : "short read");
-    return false;
+  std::string why;
+  if (n < 0) {
+    why = std::string("process_vm_readv: ") + std::strerror(errno);
+  } else if (n != static_cast<ssize_t>(sizeof got)) {
+    why = "process_vm_readv: short read";
+  } else if (got != expect) {
+    why = "the probe word differs (another process behind the pid?)";
   }
-  return got == expect;
+  if (!why.empty())
+    PIER_LOG(info, "shm", "single copy with pid {} unavailable ({}); using copies through cells",
+             pid, why);
+  return why;
 }
 
 namespace {

@@ -97,8 +97,8 @@ Result<Received> recv_message(int fd, std::span<std::byte> buf) noexcept;
 
 /// Reads `expect` at `addr` in process `pid` with process_vm_readv: the real
 /// test that single copy works between this pair (ptrace rules, seccomp,
-/// containers all decide it).
-bool probe_cma(pid_t pid, std::uint64_t addr, std::uint64_t expect) noexcept;
+/// containers all decide it). "" when it works, else why not.
+std::string probe_cma(pid_t pid, std::uint64_t addr, std::uint64_t expect);
 
 /// Copies local -> remote iovecs in process `pid` (process_vm_writev, or
 /// memcpy when pid is this process), resuming after partial transfers.
