@@ -71,6 +71,8 @@ Result<driver::Properties> TcpContext::properties(const driver::Hints&) {
   driver::Properties props;
   driver::Caps& caps = props.caps;
   caps.supports_data = true;
+  caps.send_buf = true;
+  caps.recv_buf = true;
   caps.recv_post = true;
   caps.max_iov = 64;
   caps.blocking_wait = true;

@@ -35,7 +35,11 @@ TcpInstance::TcpInstance(TcpContext& ctx, driver::Track track)
       slots_(ctx.send_queue_size()),
       rbuf_(ctx.recv_buffer_size(track)),
       max_packet_(track == driver::Track::small ? rbuf_.size() - frame_header_size
-                                                : ~std::size_t{0}) {}
+                                                : ~std::size_t{0}) {
+  // A staged packet fits a small track's receive buffer on either track.
+  stage_len_ = ctx.recv_buffer_size(driver::Track::small) - frame_header_size;
+  stage_.reset(new std::byte[frame_header_size + stage_len_]);
+}
 
 TcpInstance::~TcpInstance() {
   // Packets still queued are not touched: nobody can poll them any more, and
@@ -209,7 +213,10 @@ void TcpInstance::tick() noexcept {
 // --- packet completion marks, kept in Packet::driver_data ---------------
 
 void TcpInstance::complete_send(SendSlot& slot, Status s) noexcept {
-  if (slot.pkt == nullptr) return;
+  if (slot.pkt == nullptr) {
+    if (slot.frame == stage_.get()) stage_state_ = Stage::free;
+    return;
+  }
   slot.pkt->length = s == Status::ok ? slot.total - frame_header_size : 0;
   slot.pkt->driver_data[0] = mark_done;
   slot.pkt->driver_data[1] = static_cast<std::uintptr_t>(s);

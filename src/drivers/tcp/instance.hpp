@@ -11,6 +11,7 @@
 #include <pier/driver.hpp>
 
 #include <chrono>
+#include <memory>
 #include <vector>
 
 namespace pier::drivers::tcp {
@@ -26,12 +27,15 @@ class TcpInstance final : public driver::Instance {
   Status connect_wait(driver::Deadline deadline) override;
   Status disconnect() override;
 
+  Status send_buf_get(driver::Packet& pkt) override;
+  Status send_buf_post(driver::Packet& pkt, std::size_t len) override;
   Status send_post(driver::Packet& pkt) override;
   Status send_poll(driver::Packet& pkt) override;
   Status send_wait(driver::Packet& pkt, driver::Deadline deadline) override;
 
   Status recv_post(driver::Packet& pkt) override;
   Status recv_poll(driver::Packet& pkt) override;
+  Status recv_buf_release(driver::Packet& pkt) override;
   Status recv_wait(driver::Packet& pkt, driver::Deadline deadline) override;
   Status recv_cancel(driver::Packet& pkt) override;
 
@@ -54,8 +58,9 @@ class TcpInstance final : public driver::Instance {
   static constexpr std::uintptr_t mark_receiving = 0x4ecf;
   static constexpr std::uintptr_t mark_done = 0x7c9d;
   struct SendSlot {
-    driver::Packet* pkt;  ///< nullptr for a keep-alive (its payload is keepalive_)
-    std::size_t total;    ///< header plus payload
+    driver::Packet* pkt;     ///< nullptr for a frame in driver memory: `frame`
+    const std::byte* frame;  ///< a keep-alive or the staging frame, header included
+    std::size_t total;       ///< header plus payload
     std::size_t sent;
     std::array<std::byte, frame_header_size> header;
   };
@@ -71,8 +76,12 @@ class TcpInstance final : public driver::Instance {
   void progress_send() noexcept;
   void complete_send(SendSlot& slot, Status s) noexcept;
   bool push_keepalive() noexcept;
+  /// Why no packet may be posted now (ok when one may).
+  Status post_state() const noexcept;
   // receive (recv.cpp)
   void progress_recv() noexcept;
+  /// Buffer-based receive: a whole frame buffered and handed out in place.
+  Status recv_buffer(driver::Packet& pkt) noexcept;
   /// Reads at most `limit` more bytes into the buffer; false when nothing came.
   bool fill(std::size_t limit = ~std::size_t{0}) noexcept;
   void complete_recv(Status s) noexcept;
@@ -98,6 +107,14 @@ class TcpInstance final : public driver::Instance {
   std::size_t send_count_ = 0;
   std::uint64_t frames_sent_ = 0;
 
+  // buffer-based send: one staging frame (header, then up to max packet
+  // bytes) lent by send_buf_get() and queued by send_buf_post(). Allocated
+  // at open without touching its pages, so an unused one costs no memory.
+  enum class Stage : std::uint8_t { free, lent, queued };
+  std::unique_ptr<std::byte[]> stage_;
+  std::size_t stage_len_ = 0;  ///< payload bytes it holds
+  Stage stage_state_ = Stage::free;
+
   // receive: buffered bytes are rbuf_[rhead_, rtail_)
   std::vector<std::byte> rbuf_;
   std::size_t rhead_ = 0;
@@ -112,6 +129,9 @@ class TcpInstance final : public driver::Instance {
   std::uint64_t discard_left_ = 0;
   std::size_t max_packet_ = 0;
   driver::Packet* rpkt_ = nullptr;
+  /// A frame handed out by recv_poll() in rbuf_, until recv_buf_release():
+  /// nothing may move the buffer meanwhile.
+  bool buf_out_ = false;
   std::size_t rcap_ = 0;
   std::size_t rfilled_ = 0;
 

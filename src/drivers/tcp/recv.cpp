@@ -35,7 +35,8 @@ Status TcpInstance::recv_post(driver::Packet& pkt) {
     default:
       break;
   }
-  if (rpkt_ != nullptr) return Status::invalid_argument;  // one receive at a time (N7)
+  // One receive at a time (N7), and none while a buffer is out.
+  if (rpkt_ != nullptr || buf_out_) return Status::invalid_argument;
   if (pkt.form != driver::Packet::Form::iovec && pkt.form != driver::Packet::Form::data)
     return Status::invalid_argument;
   if (pkt.form == driver::Packet::Form::iovec &&
@@ -60,6 +61,9 @@ Status TcpInstance::recv_post(driver::Packet& pkt) {
 }
 
 Status TcpInstance::recv_poll(driver::Packet& pkt) {
+  const bool posted_form =
+      pkt.form == driver::Packet::Form::iovec || pkt.form == driver::Packet::Form::data;
+  if (!posted_form) return recv_buffer(pkt);
   if (pkt.driver_data[0] == mark_done) return static_cast<Status>(pkt.driver_data[1]);
   if (&pkt != rpkt_ || pkt.driver_data[0] != mark_receiving) return Status::invalid_argument;
   if (state_ == State::connecting || state_ == State::accepting) progress_connect();
@@ -70,6 +74,41 @@ Status TcpInstance::recv_poll(driver::Packet& pkt) {
   }
   return pkt.driver_data[0] == mark_done ? static_cast<Status>(pkt.driver_data[1])
                                          : Status::in_progress;
+}
+
+Status TcpInstance::recv_buffer(driver::Packet& pkt) noexcept {
+  if (rpkt_ != nullptr || buf_out_) return Status::invalid_argument;
+  if (const Status st = post_state(); st != Status::ok) return st;
+  if (state_ == State::connecting || state_ == State::accepting) progress_connect();
+  if (state_ == State::connected) {
+    tick();
+    drained_ = false;
+    // Without a posted receive this buffers ahead until a whole frame is in
+    // rbuf_ (a small-track packet always fits it).
+    progress_recv();
+  }
+  if (state_ != State::connected) return post_state();
+  if (!in_frame_ || frame_left_ != frame_len_ || rtail_ - rhead_ < frame_len_)
+    return Status::in_progress;  // not all here yet, or larger than the buffer
+  pkt.form = driver::Packet::Form::buffer;
+  pkt.buf = rbuf_.data() + rhead_;
+  pkt.buf_len = frame_len_;
+  pkt.length = frame_len_;
+  pkt.driver_data[0] = 0;
+  buf_out_ = true;
+  return Status::ok;
+}
+
+Status TcpInstance::recv_buf_release(driver::Packet& pkt) {
+  if (!buf_out_ || pkt.form != driver::Packet::Form::buffer || pkt.buf != rbuf_.data() + rhead_ ||
+      pkt.buf_len != frame_len_)
+    return Status::invalid_argument;
+  buf_out_ = false;
+  rhead_ += frame_len_;
+  frame_left_ = 0;
+  in_frame_ = false;
+  header_first_ = false;
+  return Status::ok;
 }
 
 Status TcpInstance::recv_wait(driver::Packet& pkt, driver::Deadline deadline) {
@@ -101,7 +140,7 @@ bool TcpInstance::ready(bool read) noexcept {
     death_reported_ = true;
     return true;
   }
-  if (state_ != State::connected) return false;
+  if (state_ != State::connected || buf_out_) return false;
   if (rpkt_ != nullptr) {
     // A receive is already posted: the bytes go to it, and the instance is
     // ready once it has completed (its poll answers at once).

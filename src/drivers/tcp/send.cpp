@@ -24,7 +24,7 @@ Status closed_status(bool broken) noexcept {
 
 }  // namespace
 
-Status TcpInstance::send_post(driver::Packet& pkt) {
+Status TcpInstance::post_state() const noexcept {
   if (!ctx_.running()) return Status::not_initialized;
   switch (state_) {
     case State::idle:
@@ -33,8 +33,55 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
     case State::closed:
       return closed_status(state_ == State::broken);
     default:
-      break;
+      return Status::ok;
   }
+}
+
+Status TcpInstance::send_buf_get(driver::Packet& pkt) {
+  if (const Status st = post_state(); st != Status::ok) return st;
+  if (stage_state_ == Stage::lent) return Status::invalid_argument;  // one at a time
+  if (stage_state_ == Stage::queued && state_ == State::connected) progress_send();
+  if (stage_state_ != Stage::free) return Status::no_resource;
+  if (send_count_ == slots_.size()) return Status::no_resource;
+  stage_state_ = Stage::lent;
+  pkt.form = driver::Packet::Form::buffer;
+  pkt.buf = stage_.get() + frame_header_size;
+  pkt.buf_len = stage_len_;
+  pkt.driver_data[0] = 0;
+  return Status::ok;
+}
+
+Status TcpInstance::send_buf_post(driver::Packet& pkt, std::size_t len) {
+  if (stage_state_ != Stage::lent || pkt.form != driver::Packet::Form::buffer ||
+      pkt.buf != stage_.get() + frame_header_size || len > stage_len_)
+    return Status::invalid_argument;
+  if (const Status st = post_state(); st != Status::ok) {
+    stage_state_ = Stage::free;
+    return st;
+  }
+  // send_buf_get() kept a slot free and nothing else posts meanwhile (one
+  // caller per instance).
+  SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
+  slot.pkt = nullptr;
+  slot.frame = stage_.get();
+  slot.total = frame_header_size + len;
+  slot.sent = 0;
+  encode_frame_header(slot.header, FrameHeader{frame_data, len});
+  std::copy(slot.header.begin(), slot.header.end(), stage_.get());
+  stage_state_ = Stage::queued;
+  ++send_count_;
+  if (state_ == State::connected && send_count_ == 1) progress_send();
+  // The bytes are the driver's now: the packet is done, whatever the socket
+  // has taken so far (the next send_buf_get() waits for the rest).
+  pkt.length = len;
+  pkt.driver_data[0] = mark_done;
+  pkt.driver_data[1] = static_cast<std::uintptr_t>(Status::ok);
+  return Status::ok;
+}
+
+Status TcpInstance::send_post(driver::Packet& pkt) {
+  if (const Status st = post_state(); st != Status::ok) return st;
+  if (stage_state_ == Stage::lent) return Status::invalid_argument;         // post the buffer first
   if (pkt.driver_data[0] == mark_sending) return Status::invalid_argument;  // still queued
   if (pkt.form != driver::Packet::Form::iovec && pkt.form != driver::Packet::Form::data)
     return Status::invalid_argument;
@@ -49,6 +96,7 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
 
   SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
   slot.pkt = &pkt;
+  slot.frame = nullptr;
   slot.total = frame_header_size + len;
   slot.sent = 0;
   encode_frame_header(slot.header, FrameHeader{frame_data, len});
@@ -61,9 +109,11 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
 }
 
 bool TcpInstance::push_keepalive() noexcept {
-  if (send_count_ == slots_.size()) return false;
+  // A lent staging buffer owns the last free slot.
+  if (send_count_ + (stage_state_ == Stage::lent ? 1 : 0) >= slots_.size()) return false;
   SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
   slot.pkt = nullptr;
+  slot.frame = keepalive_.data();
   slot.total = keepalive_frame_size;
   slot.sent = 0;
   std::copy(keepalive_.begin(), keepalive_.begin() + frame_header_size, slot.header.begin());
@@ -92,7 +142,7 @@ void TcpInstance::progress_send() noexcept {
                     &got);
       } else if (n < max_write_iov) {
         got = slot.total - at;
-        iov[n++] = ::iovec{keepalive_.data() + at, got};
+        iov[n++] = ::iovec{const_cast<std::byte*>(slot.frame) + at, got};
       }
       want += got;
       if (at + got < slot.total) break;  // out of entries: the rest goes next round

@@ -40,8 +40,8 @@ TEST_F(TcpPair, CapsAreWhatTheDriverDoes) {
   EXPECT_TRUE(c.recv_post);
   EXPECT_TRUE(c.recv_any);
   EXPECT_TRUE(c.blocking_wait);
-  EXPECT_FALSE(c.send_buf);
-  EXPECT_FALSE(c.recv_buf);
+  EXPECT_TRUE(c.send_buf);
+  EXPECT_TRUE(c.recv_buf);
   EXPECT_FALSE(c.rdv_data);
   EXPECT_FALSE(c.needs_rdv);
   EXPECT_EQ(c.max_packet, 256u * 1024 - frame_header_size);
