@@ -107,6 +107,10 @@ enum class OpKind : std::uint8_t { send, put, get, resume, drop };
 struct Connection;
 
 struct Op {
+  // User-provided, so Pool::acquire's `T()` runs only the member
+  // initializers below instead of first clearing the whole object (a
+  // `rep stos` that cost more than the rest of a send's set-up).
+  Op() noexcept {}
   OpKind kind = OpKind::send;
   Port::Impl* owner = nullptr;
   bool counted = false;  ///< its failure already disabled the connection
@@ -194,13 +198,31 @@ struct Slot {
 class Ring {
  public:
   void init(Port::Impl* owner, std::size_t capacity);
-  Slot* reserve(std::uint64_t seq) noexcept;
-  Slot* head() noexcept;  ///< the oldest entry, ready or not; null when empty
-  void pop() noexcept;
+  /// Null when full.
+  Slot* reserve(std::uint64_t seq) noexcept {
+    if (count_ == slots_.size()) return nullptr;
+    Slot& s = slots_[wrap(first_ + count_)];
+    ++count_;
+    s.ready = false;
+    s.flushed = false;
+    s.seq = seq;
+    return &s;
+  }
+  /// The oldest entry, ready or not; null when empty.
+  Slot* head() noexcept { return count_ == 0 ? nullptr : &slots_[first_]; }
+  void pop() noexcept {
+    if (count_ == 0) return;
+    first_ = wrap(first_ + 1);
+    --count_;
+  }
   std::size_t size() const noexcept { return count_; }
-  Slot& at(std::size_t i) noexcept { return slots_[(first_ + i) % slots_.size()]; }
+  Slot& at(std::size_t i) noexcept { return slots_[wrap(first_ + i)]; }
 
  private:
+  /// i < 2 * capacity: a compare instead of a division per access.
+  std::size_t wrap(std::size_t i) const noexcept {
+    return i >= slots_.size() ? i - slots_.size() : i;
+  }
   std::vector<Slot> slots_;
   std::size_t first_ = 0;
   std::size_t count_ = 0;
@@ -229,6 +251,7 @@ class Port::Impl {
 
   // ---- setup and ids
   Node::Impl& node;
+  core::Core& node_core;  ///< node.core, without reaching through the node
   const unsigned id;
   Port* facade = nullptr;
   bool closed = false;
@@ -275,7 +298,11 @@ class Port::Impl {
   const Event& receive() noexcept;
   const Event& blocking(int timeout_ms, bool spin) noexcept;
   void unknown(const Event& e) noexcept;
-  Slot* next_ready() noexcept;
+  Slot* next_ready(Ring** from = nullptr) noexcept;
+  void mark_ready(Slot* slot) noexcept {
+    slot->ready = true;
+    ++ready_events;
+  }
   void push_sent(Op* op) noexcept;
   void poll() noexcept;         ///< one round of the whole node
   void poll_before() noexcept;  ///< answers owed and retries, before core progress
@@ -290,6 +317,10 @@ class Port::Impl {
   base::Pool<Connection> conns;
   KeyIndex conn_index;
   Connection* retry_head = nullptr;
+  /// The last connection and stream looked up: a ping-pong or a stream of
+  /// sends hits them every time, without hashing.
+  Connection* last_conn = nullptr;
+  Stream* last_stream = nullptr;
   base::Pool<Buffer> buffers;
   Fifo<Buffer> free_buffers[priority_count][max_size + 1];
   bool buffers_added = false;
@@ -305,6 +336,9 @@ class Port::Impl {
   std::vector<Stream*> live_streams;
   std::vector<AlarmRec*> armed;
   Ring rings[3];  ///< 0 other, 1 low, 2 high
+  /// Slots marked ready and not popped yet: receive() on an idle port
+  /// skips the ring scan.
+  std::size_t ready_events = 0;
   std::uint64_t next_seq = 1;
   std::vector<std::byte> fast_store;  ///< fast_max bytes per low/high slot
   core::Region fast_region{};
@@ -316,8 +350,8 @@ class Port::Impl {
   std::int64_t timeout_ns = 0;
   std::int64_t spin_ns = 0;
 
-  core::Core& core() noexcept;
-  std::uint32_t self() const noexcept;
+  core::Core& core() noexcept { return node_core; }
+  std::uint32_t self() const noexcept { return node_core.rank(); }
   Connection* connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                          bool create) noexcept;
   Stream* stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,

@@ -90,30 +90,11 @@ void Ring::init(Port::Impl* owner, std::size_t capacity) {
   for (auto& s : slots_) s.owner = owner;
 }
 
-Slot* Ring::reserve(std::uint64_t seq) noexcept {
-  if (count_ == slots_.size()) return nullptr;
-  Slot& s = slots_[(first_ + count_) % slots_.size()];
-  ++count_;
-  s.ready = false;
-  s.flushed = false;
-  s.seq = seq;
-  return &s;
-}
-
-Slot* Ring::head() noexcept {
-  return count_ == 0 ? nullptr : &slots_[first_];
-}
-
-void Ring::pop() noexcept {
-  if (count_ == 0) return;
-  first_ = (first_ + 1) % slots_.size();
-  --count_;
-}
-
 // ---- Port::Impl
 
 Port::Impl::Impl(Node::Impl& n, unsigned port_id)
     : node(n),
+      node_core(n.core),
       id(port_id),
       send_total(static_cast<unsigned>(send_tokens_key.get())),
       recv_total(static_cast<unsigned>(recv_tokens_key.get())),
@@ -155,13 +136,6 @@ Port::Impl::~Impl() {
   if (fast_region.handle) (void)core().invalidate(fast_region);
 }
 
-core::Core& Port::Impl::core() noexcept {
-  return node.core;
-}
-std::uint32_t Port::Impl::self() const noexcept {
-  return node.core.rank();
-}
-
 void Port::Impl::poll_before() noexcept {
   if (ack_head) flush_acks();
   if (!reply_retry.empty()) retry_replies();
@@ -197,18 +171,23 @@ void Port::Impl::push_sent(Op* op) noexcept {
   slot->event.type = PIER_PORT_SENT_EVENT;
   slot->event.receiver_port_id = static_cast<std::uint16_t>(id);
   slot->event.internal_ = static_cast<std::uint64_t>(ops.handle_of(op));
-  slot->ready = true;
+  mark_ready(slot);
 }
 
-Slot* Port::Impl::next_ready() noexcept {
+Slot* Port::Impl::next_ready(Ring** from) noexcept {
+  if (ready_events == 0) return nullptr;
   Slot* best = nullptr;
   for (Ring& r : rings) {
     Slot* h = r.head();
-    while (h && h->flushed) {
+    while (h && h->flushed) {  // a canceled alarm's event: ready, never handed out
+      --ready_events;
       r.pop();
       h = r.head();
     }
-    if (h && h->ready && (!best || h->seq < best->seq)) best = h;
+    if (h && h->ready && (!best || h->seq < best->seq)) {
+      best = h;
+      if (from) *from = &r;
+    }
   }
   return best;
 }
@@ -216,18 +195,19 @@ Slot* Port::Impl::next_ready() noexcept {
 const Event& Port::Impl::receive() noexcept {
   // Events already queued are handed out first; the node is polled when
   // the queue runs dry (GM's receive queue works the same way).
-  Slot* s = next_ready();
+  Ring* ring = nullptr;
+  Slot* s = next_ready(&ring);
   if (s == nullptr) {
     poll();
-    s = next_ready();
+    s = next_ready(&ring);
   }
   if (s == nullptr) {
     current = Event{};
     return current;
   }
   current = s->event;
-  for (Ring& r : rings)
-    if (r.head() == s) r.pop();
+  ring->pop();
+  --ready_events;
   if (is_receive_event(current.type)) ++recv_held;
   if (current.type == PIER_PORT_ALARM_EVENT) {
     auto* rec = alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(current.internal_));
@@ -335,7 +315,7 @@ void Port::Impl::fire_alarms() noexcept {
     slot->event.type = PIER_PORT_ALARM_EVENT;
     slot->event.receiver_port_id = static_cast<std::uint16_t>(id);
     slot->event.internal_ = static_cast<std::uint64_t>(alarms.handle_of(rec));
-    slot->ready = true;
+    mark_ready(slot);
     rec->queued = slot;
     armed[i] = armed.back();
     armed.pop_back();

@@ -29,8 +29,9 @@ std::uint8_t receive_type(std::uint8_t priority, bool peer, bool fast) {
 Stream* Port::Impl::stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                            bool create) noexcept {
   const std::uint64_t key = link_key(priority, node_id, port);
+  if (last_stream && last_stream->key == key) return last_stream;
   if (std::uint32_t h = stream_index.find(key); h != KeyIndex::npos)
-    return streams.lookup(static_cast<base::Pool<Stream>::Handle>(h));
+    return last_stream = streams.lookup(static_cast<base::Pool<Stream>::Handle>(h));
   if (!create) return nullptr;
   Stream* s = streams.acquire();
   if (s == nullptr) {
@@ -46,12 +47,13 @@ Stream* Port::Impl::stream(std::uint8_t priority, std::uint32_t node_id, std::ui
   s->priority = priority;
   (void)stream_index.insert(key, static_cast<std::uint32_t>(streams.handle_of(s)));
   live_streams.push_back(s);
-  return s;
+  return last_stream = s;
 }
 
 void Port::Impl::maybe_release_stream(Stream* s) noexcept {
   if (s->suspended != 0 || s->owed_acks != 0 || !s->held.empty() || s->on_ack_list) return;
   stream_index.erase(s->key);
+  if (last_stream == s) last_stream = nullptr;
   for (auto& l : live_streams)
     if (l == s) {
       l = live_streams.back();
@@ -255,14 +257,14 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
       buffers.release(b);
       if (h.length == 0) {
         clean();
-        slot->ready = true;
+        mark_ready(slot);
       } else if (core().recv(handle, tagged(slot, CookieTag::slot), &region, offset, h.length,
                              h.length) == Status::ok) {
         ++pinned;
       } else {
         PIER_LOG(error, "port", "port {}: cannot receive from node {}", id, s->node);
         e.length = 0;
-        slot->ready = true;
+        mark_ready(slot);
       }
       owe_ack(s);
       return true;
@@ -408,7 +410,7 @@ void Port::Impl::on_slot_finalized(Slot* slot, Status s) noexcept {
   if (s != Status::ok)
     PIER_LOG(warn, "port", "port {}: message from node {} did not land: {}", id,
              slot->event.sender_node_id, to_string(s));
-  slot->ready = true;
+  mark_ready(slot);
 }
 
 void Port::Impl::close_receiver() noexcept {

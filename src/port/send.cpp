@@ -29,8 +29,9 @@ Status unreachable(Status) {
 Connection* Port::Impl::connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                                    bool create) noexcept {
   const std::uint64_t key = link_key(priority, node_id, port);
+  if (last_conn && last_conn->key == key) return last_conn;
   if (std::uint32_t h = conn_index.find(key); h != KeyIndex::npos)
-    return conns.lookup(static_cast<base::Pool<Connection>::Handle>(h));
+    return last_conn = conns.lookup(static_cast<base::Pool<Connection>::Handle>(h));
   if (!create) return nullptr;
   Connection* c = conns.acquire();
   if (c == nullptr) return nullptr;
@@ -40,7 +41,7 @@ Connection* Port::Impl::connection(std::uint8_t priority, std::uint32_t node_id,
   c->priority = priority;
   (void)conn_index.insert(key, static_cast<std::uint32_t>(conns.handle_of(c)));
   live_conns.push_back(c);
-  return c;
+  return last_conn = c;
 }
 
 Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t priority,
