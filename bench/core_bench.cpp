@@ -9,7 +9,8 @@
 //              rendezvous a driver with needs_rdv demands);
 //              core: Core::send of every message at once (rts/rtr/data/ack).
 // Each figure is the median of --reps repetitions (min and max shown).
-// usage: core_bench [--reps N]
+// usage: core_bench [--reps N] [--iters N] [--latency-only]
+// (--iters: latency round trips per repetition, 20000 by default)
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +35,8 @@ using pier::driver::Track;
 using Clock = std::chrono::steady_clock;
 namespace core = pier::core;
 
-constexpr long lat_iters = 20000;
+long lat_iters = 20000;
+bool latency_only = false;
 constexpr std::size_t bw_total = 256u << 20;
 const std::size_t bw_sizes[] = {1u << 20, 16u << 20};
 
@@ -305,7 +307,7 @@ int run(int rank, const Pipe& p, int reps) {
     lat_bare.v.push_back(bare_latency(bare, rank));
     p.sync();
     lat_core.v.push_back(core_latency(through, rank));
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < 2 && !latency_only; ++s) {
       p.sync();
       bw_bare[s].v.push_back(bare_bandwidth(bare, rank, buf, bw_sizes[s]));
       p.sync();
@@ -321,6 +323,7 @@ int run(int rank, const Pipe& p, int reps) {
   };
   std::printf("core_bench over shm, median of %d repetitions [min, max]\n", reps);
   show("latency 8 B one-way", lat_bare, lat_core, "us");
+  if (latency_only) return 0;
   show("bandwidth 1 MiB", bw_bare[0], bw_core[0], "MB/s");
   show("bandwidth 16 MiB", bw_bare[1], bw_core[1], "MB/s");
   return 0;
@@ -330,8 +333,13 @@ int run(int rank, const Pipe& p, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 5;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--latency-only") latency_only = true;
+    if (i + 1 >= argc) continue;
+    if (arg == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+    if (arg == "--iters") lat_iters = std::max(1, std::atoi(argv[i + 1]));
+  }
   if (pier::config::set("CORE_DRIVERS", "shm") != Status::ok) die("config");
   int a[2], b[2];
   if (::pipe(a) != 0 || ::pipe(b) != 0) die("pipe");

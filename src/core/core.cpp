@@ -51,6 +51,8 @@ inline const config::IntKey gap_key{
 
 namespace {
 constexpr std::size_t default_eager = 32 * 1024;
+/// A context with at most this many remote peers has them polled directly.
+constexpr std::size_t direct_poll_max = 4;
 }  // namespace
 
 Settings Settings::from_config() {
@@ -78,7 +80,13 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
       ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
       chunks_((std::size_t{settings.send_msgs} + settings.recv_msgs) * max_chunks),
       regions_(4096),
-      completions_(settings.send_msgs + settings.recv_msgs + 8) {}
+      completions_(settings.send_msgs + settings.recv_msgs + 8) {
+  // Each live state yields at most one completion and a send may finish at
+  // once (the fast path holds no state): keeping live sends plus queued
+  // completions under send_msgs + 8 leaves the receive states their share
+  // of the ring, so it never overflows.
+  send_budget_ = std::size_t{settings.send_msgs} + 8;
+}
 
 Core::Impl::~Impl() {
   // Instances go before their contexts (the driver contract: close() last).
@@ -221,6 +229,9 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
     peers_.push_back(std::move(*peer));
   }
   gates_.resize(size_);
+  polled_.reserve(std::size_t{size_} * max_rails);
+  dirty_.reserve(size_);
+  credit_threshold_ = std::max<std::uint32_t>(1, settings_.credits / 2);
   for (Rank r = 0; r < size_; ++r) {
     auto gate = std::make_unique<Gate>();
     gate->peer = r;
@@ -238,19 +249,36 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
   // driven by progress on first use instead of here.
   for (auto& g : gates_)
     if (g->state == GateState::idle) start_connect(*g);
-  // Receive-any on the contexts that carry remote peers' buffer-receive
-  // rails; the loopback gate is polled only once this rank sends to itself.
+  // Receive-any on the contexts that carry many remote peers' buffer-receive
+  // rails: one probe instead of a poll per peer. With a few peers, polling
+  // each instance directly is cheaper than a probe (a lock and a scan in
+  // the driver), so those rails are polled; the loopback gate is polled only
+  // once this rank sends to itself.
   for (auto& [inst, where] : by_instance_) {
     driver::Context* ctx = where.second->context;
     if (std::find(any_contexts_.begin(), any_contexts_.end(), ctx) == any_contexts_.end())
       any_contexts_.push_back(ctx);
   }
+  std::erase_if(any_contexts_, [&](driver::Context* ctx) {
+    std::size_t n = 0;
+    for (auto& [inst, where] : by_instance_) n += where.second->context == ctx;
+    if (n > direct_poll_max) return false;
+    std::erase_if(by_instance_, [&](const auto& e) {
+      if (e.second.second->context != ctx) return false;
+      e.second.second->by_any = false;
+      return true;
+    });
+    return true;
+  });
   if (!settings_.eager_connect) return Status::ok;
   for (;;) {
     bool all = true;
     for (auto& g : gates_)
       if (!step_connect(*g)) all = false;
-    if (all) return Status::ok;
+    if (all) {
+      rebuild_polled();
+      return Status::ok;
+    }
     if (deadline.expired()) return Status::timeout;
     (void)progress();
   }
@@ -258,22 +286,30 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
 
 // --- regions ---------------------------------------------------------------
 
-Status Core::Impl::pin(const Region* region, std::size_t offset, std::size_t length,
-                       std::byte** at) noexcept {
+Status Core::Impl::resolve(const Region* region, std::size_t offset, std::size_t length,
+                           RegionEntry** entry, std::byte** at) noexcept {
+  *entry = nullptr;
   *at = nullptr;
   if (length == 0) return Status::ok;
   if (region == nullptr) return Status::invalid_argument;
   RegionEntry* e = regions_.lookup(static_cast<base::Pool<RegionEntry>::Handle>(region->handle));
   if (e == nullptr) return Status::invalid_argument;
   if (offset > e->extent || length > e->extent - offset) return Status::invalid_argument;
-  ++e->pins;
+  *entry = e;
   *at = e->base + offset;
   return Status::ok;
 }
 
-void Core::Impl::unpin(std::uint32_t region) noexcept {
-  if (region == 0) return;
-  RegionEntry* e = regions_.lookup(static_cast<base::Pool<RegionEntry>::Handle>(region));
+Status Core::Impl::pin(const Region* region, std::size_t offset, std::size_t length,
+                       std::byte** at) noexcept {
+  RegionEntry* e = nullptr;
+  Status s = resolve(region, offset, length, &e, at);
+  if (e != nullptr) ++e->pins;
+  return s;
+}
+
+void Core::Impl::unpin(RegionEntry* e) noexcept {
+  // A pinned entry cannot be invalidated (in_use), so the pointer is live.
   if (e && e->pins > 0) --e->pins;
 }
 
@@ -317,8 +353,9 @@ void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
   }
   unpin(m.region);
   unlink(*m.gate, m);
-  for (Chunk* c : m.chunks)
-    if (c) chunks_.release(c);
+  if (m.rendezvous)
+    for (Chunk* c : m.chunks)
+      if (c) chunks_.release(c);
   sends_.release(&m);
 }
 
@@ -333,8 +370,9 @@ void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
   if (in.slot >= 0) in.gate->give_slot(in.slot);
   if (in.credit_pending) owe_credit(*in.gate, in.priority);
   unlink(*in.gate, in);
-  for (Chunk* c : in.chunks)
-    if (c) chunks_.release(c);
+  if (in.rendezvous)
+    for (Chunk* c : in.chunks)
+      if (c) chunks_.release(c);
   recvs_.release(&in);
 }
 
@@ -347,7 +385,9 @@ Status Core::Impl::deliver(Gate& gate, const wire::FrameHeader& h,
   in.length = length;
   in.credit_pending = true;
   in.state = RecvState::parsing;
-  link(gate, in);
+  // An eager message answered inside lib_parse is never on the gate's list;
+  // one that outlives it (deferred, or a rendezvous) is.
+  if (in.rendezvous) link(gate, in);
   Client* client = clients_[static_cast<std::size_t>(h.upper)];
   if (client == nullptr) {
     // Nobody to parse it: clean it from the wire so the sender completes.
@@ -373,6 +413,7 @@ Status Core::Impl::deliver(Gate& gate, const wire::FrameHeader& h,
   if (parse_answered_) return Status::ok;
   // Deferred: keep the eager payload (the driver's buffer goes back now).
   in.state = RecvState::deferred;
+  if (!in.rendezvous) link(gate, in);
   ++stats_.deferred_recvs;
   if (!in.rendezvous && in.slot < 0 && in.length > 0) {
     int s = gate.take_slot();
@@ -482,18 +523,24 @@ Status Core::send(const SendArgs& a) noexcept {
     return Status::invalid_argument;
   Gate& gate = *I.gates_[a.peer];
   if (gate.state == GateState::failed) return gate.failure;
-  gate.active = true;
-  std::byte* data = nullptr;
-  if (Status s = I.pin(a.region, a.offset, a.length, &data); s != Status::ok) return s;
-  SendMsg* m = I.sends_.acquire();
-  if (m == nullptr) {
-    if (a.length) I.unpin(a.region->handle);
-    return Status::no_resource;
+  if (I.completion_count_ + I.sends_.outstanding() >= I.send_budget_) return Status::no_resource;
+  if (!gate.active) {
+    gate.active = true;  // the loopback gate connects from the next pass
+    I.touch(gate);
   }
+  RegionEntry* entry = nullptr;
+  std::byte* data = nullptr;
+  if (Status s = I.resolve(a.region, a.offset, a.length, &entry, &data); s != Status::ok) return s;
+  if (wire::FrameHeader::size + a.header.size() + a.length <= gate.send_limit &&
+      I.eager_fast(gate, a, data, entry))
+    return Status::ok;
+  SendMsg* m = I.sends_.acquire();
+  if (m == nullptr) return Status::no_resource;
+  if (entry != nullptr) ++entry->pins;
   m->gate = &gate;
   m->cookie = a.cookie;
   m->upper = a.upper;
-  m->region = a.length ? a.region->handle : 0;
+  m->region = entry;
   m->data = data;
   m->length = a.length;
   m->id = static_cast<std::uint32_t>(I.sends_.handle_of(m));
@@ -528,7 +575,9 @@ Status Core::send(const SendArgs& a) noexcept {
   m->small.frame = h;
   m->small.payload = m->rendezvous ? nullptr : data;
   m->small.payload_len = m->rendezvous ? 0 : a.length;
-  return m->rendezvous ? I.rdv_send(*m) : I.eager_send(*m);
+  Status s = m->rendezvous ? I.rdv_send(*m) : I.eager_send(*m);
+  I.touch(gate);
+  return s;
 }
 
 Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t offset,
@@ -540,11 +589,16 @@ Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t 
     return Status::invalid_argument;
   mlen = static_cast<std::size_t>(std::min<std::uint64_t>(mlen, in->length));
   std::byte* dest = nullptr;
-  if (Status s = I.pin(region, offset, mlen, &dest); s != Status::ok) return s;
-  in->region = mlen ? region->handle : 0;
+  RegionEntry* entry = nullptr;
+  if (Status s = I.resolve(region, offset, mlen, &entry, &dest); s != Status::ok) return s;
+  if (entry != nullptr) ++entry->pins;
+  in->region = entry;
   if (in == I.parsing_) I.parse_answered_ = true;
-  return in->rendezvous ? I.rdv_recv(*in, cookie, dest, mlen)
-                        : I.eager_recv(*in, cookie, dest, mlen);
+  Gate& gate = *in->gate;
+  Status s =
+      in->rendezvous ? I.rdv_recv(*in, cookie, dest, mlen) : I.eager_recv(*in, cookie, dest, mlen);
+  I.touch(gate);
+  return s;
 }
 
 Status Core::progress() noexcept {

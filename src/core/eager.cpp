@@ -7,6 +7,7 @@
 //
 // Sender states: queued (credit or track busy) -> posted -> sent -> completed.
 // Receiver: parsing -> (deferred) -> completed, in recv().
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -53,6 +54,99 @@ void Core::Impl::eager_step(SendMsg& m) noexcept {
     if (next == SendState::completed || next == now) return;
     m.state = next;
   }
+}
+
+bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
+                            RegionEntry* entry) noexcept {
+  Priority& p = gate.prio[a.priority];
+  // In order only when nothing of this priority waits; control packets go
+  // first when queued (they free resources on both sides).
+  if (gate.state != GateState::connected || !p.pending.empty() || !gate.ctrl_pending.empty() ||
+      p.credits == 0)
+    return false;
+  Rail* rail = gate.primary_rail();
+  if (rail == nullptr || !rail->props.caps.send_buf || rail->fast_busy) return false;
+  // A post that does not finish at once needs a message state to track it.
+  if (sends_.available() == 0) return false;
+  driver::Instance& inst = *rail->small;
+  driver::Packet& pkt = rail->fast_pkt;
+  Status st = inst.send_buf_get(pkt);
+  if (st != Status::ok) return false;  // the queued path retries or fails the rail
+  const std::size_t prefix = wire::FrameHeader::size + a.header.size();
+  const std::size_t total = prefix + a.length;
+  if (pkt.buf_len < total) {
+    // A driver bug (less than its max_packet): the buffer cannot be given
+    // back without sending it, so the rail goes.
+    PIER_LOG(error, "core", "rail {}: send buffer of {} bytes for a {}-byte packet", rail->spec,
+             pkt.buf_len, total);
+    rail_failed(gate, *rail, Status::internal);
+    return false;
+  }
+  wire::FrameHeader h;
+  h.type = wire::PacketType::eager;
+  h.priority = a.priority;
+  h.upper = a.upper;
+  h.source_endpoint = rank_;
+  h.source_port = a.source_port;
+  h.destination_port = a.destination_port;
+  h.payload_length = static_cast<std::uint32_t>(a.header.size() + a.length);
+  h.sequence = p.send_seq;
+  const auto give = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.owed, 0xffff));
+  h.credit_return = give;
+  (void)wire::encode(h, std::span(pkt.buf, wire::FrameHeader::size));
+  if (!a.header.empty())
+    std::memcpy(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
+  if (a.length) std::memcpy(pkt.buf + prefix, data, a.length);
+  st = inst.send_buf_post(pkt, total);
+  if (st == Status::in_progress) st = inst.send_poll(pkt);
+  if (st == Status::no_resource) return false;
+  if (!is_success(st)) {
+    rail_failed(gate, *rail, st);
+    return false;  // queued: the next primary sends it, or the gate fails
+  }
+  p.owed -= give;
+  --p.credits;
+  ++p.send_seq;
+  ++stats_.eager_sent;
+  if (st == Status::ok) {
+    if (a.cookie) {
+      Completion& c = completions_[(completion_head_ + completion_count_) % completions_.size()];
+      c = {clients_[static_cast<std::size_t>(a.upper)], a.cookie, Status::ok};
+      ++completion_count_;
+    }
+    return true;
+  }
+  // Still in flight: a message state takes it over, complete enough to be
+  // sent again on another rail should this one fail.
+  SendMsg& m = *sends_.acquire();
+  m.gate = &gate;
+  m.cookie = a.cookie;
+  m.upper = a.upper;
+  m.data = data;
+  m.length = a.length;
+  if (entry != nullptr) ++entry->pins;
+  m.region = entry;
+  m.id = static_cast<std::uint32_t>(sends_.handle_of(&m));
+  m.state = SendState::posted;
+  SmallSend& s = m.small;
+  s.kind = SmallSend::Kind::message;
+  s.owner = &m;
+  s.priority = a.priority;
+  s.frame = h;
+  s.credit_return = give;
+  s.sequenced = true;
+  (void)wire::encode(h, std::span(s.prefix));
+  if (!a.header.empty())
+    std::memcpy(s.prefix.data() + wire::FrameHeader::size, a.header.data(), a.header.size());
+  s.prefix_len = prefix;
+  s.payload = data;
+  s.payload_len = a.length;
+  s.posted = &pkt;
+  rail->fast_busy = true;
+  link(gate, m);
+  rail->inflight.push(&s);
+  touch(gate);
+  return true;
 }
 
 Status Core::Impl::eager_send(SendMsg& m) noexcept {

@@ -99,6 +99,7 @@ void Core::Impl::start_connect(Gate& gate) noexcept {
     }
   }
   (void)step_connect(gate);
+  touch(gate);
 }
 
 namespace {
@@ -138,6 +139,7 @@ bool Core::Impl::step_connect(Gate& gate) noexcept {
       gate.primary = static_cast<std::uint8_t>(i);
       gate.state = GateState::connected;
       gate.last_heard_ns = base::now_ns();
+      polled_stale_ = true;
       return true;
     }
   fail_gate(gate, Status::broken);
@@ -148,6 +150,8 @@ void Core::Impl::rail_failed(Gate& gate, Rail& rail, Status why) noexcept {
   if (rail.dying || rail.state == RailState::dead) return;
   rail.dying = true;
   rail.why = why;
+  polled_stale_ = true;
+  touch(gate);
   ++stats_.rails_failed;
   PIER_LOG(warn, "core", "rail {} to rank {} failed: {}", rail.spec, gate.peer, to_string(why));
   if (&gate.rails[gate.primary] != &rail) return;
@@ -172,6 +176,7 @@ void Core::Impl::reap(Gate& gate) noexcept {
     r.small.reset();
     r.large.reset();
     r.rx_posted = false;
+    r.fast_busy = false;
     r.state = RailState::dead;
     r.dying = false;
     // Small packets in flight go back, in order, ahead of what waits: the
@@ -219,6 +224,7 @@ void Core::Impl::reap(Gate& gate) noexcept {
 void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {
   if (gate.state == GateState::failed) return;
   gate.state = GateState::failed;
+  polled_stale_ = true;
   gate.failure = scope_of(why) == Scope::op ? Status::broken : why;
   ++stats_.gates_failed;
   PIER_LOG(warn, "core", "rank {} unreachable ({}): pending operations fail", gate.peer,
@@ -229,6 +235,7 @@ void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {
     r.state = RailState::dead;
     r.dying = false;
     r.rx_posted = false;
+    r.fast_busy = false;
     while (SmallSend* s = r.inflight.pop())
       if (s->kind == SmallSend::Kind::control) ctrls_.release(static_cast<Ctrl*>(s->owner));
     while (r.large_send.pop()) {

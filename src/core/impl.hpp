@@ -87,6 +87,10 @@ class Core::Impl {
   void owe_credit(Gate& gate, std::uint8_t priority) noexcept;
 
   // --- eager (eager.cpp) ---
+  /// The fast path: an eager message written straight into the primary
+  /// rail's send buffer, with no message state when the post completes at
+  /// once. false: nothing happened, take the queued path.
+  bool eager_fast(Gate& gate, const SendArgs& a, std::byte* data, RegionEntry* entry) noexcept;
   Status eager_send(SendMsg& m) noexcept;
   void eager_step(SendMsg& m) noexcept;
   Status eager_arrival(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
@@ -120,11 +124,38 @@ class Core::Impl {
   void unlink(Gate& gate, SendMsg& m) noexcept;
   void link(Gate& gate, Incoming& in) noexcept;
   void unlink(Gate& gate, Incoming& in) noexcept;
-  void unpin(std::uint32_t region) noexcept;
+  void unpin(RegionEntry* region) noexcept;
   Status pin(const Region* region, std::size_t offset, std::size_t length, std::byte** at) noexcept;
+  /// pin() without the pin: checks [offset, offset + length) of the region.
+  Status resolve(const Region* region, std::size_t offset, std::size_t length, RegionEntry** entry,
+                 std::byte** at) noexcept;
 
   // --- progress (progress.cpp) ---
   Status progress() noexcept;
+  /// The rest of a pass: receive-any probes, the dirty gates (all of them
+  /// when `sweep`), the polled list's rebuild.
+  void slow_pass(bool sweep) noexcept;
+  /// One gate's turn: connection, large tracks, queued packets, watchdog,
+  /// reaping. `sweep`: also poll small tracks normally found by probe_any.
+  void visit(Gate& gate, bool sweep) noexcept;
+  /// Whether the gate has anything a pass must look at besides receiving.
+  bool busy(const Gate& gate) const noexcept;
+  /// Puts the gate on the dirty list when it has work (cheap when it has not).
+  void touch(Gate& gate) noexcept {
+    if (!gate.dirty && busy(gate)) {
+      gate.dirty = true;
+      dirty_.push_back(&gate);
+    }
+  }
+  /// Queued small packets or credits to give back.
+  bool small_work(const Gate& g) const noexcept {
+    if (!g.ctrl_pending.empty()) return true;
+    for (const Priority& p : g.prio)
+      if (!p.pending.empty() || p.owed >= credit_threshold_) return true;
+    return false;
+  }
+  /// Rebuilds polled_ from the gates' connected, directly polled rails.
+  void rebuild_polled() noexcept;
   void run_completions() noexcept;
   void sleep_briefly(base::Deadline deadline) noexcept;
 
@@ -140,6 +171,17 @@ class Core::Impl {
   std::vector<std::byte> address_;
   std::vector<PeerAddress> peers_;
   std::vector<std::unique_ptr<Gate>> gates_;
+  /// Small tracks polled directly each pass (the rest come from probe_any).
+  struct Polled {
+    Gate* gate;
+    Rail* rail;
+  };
+  std::vector<Polled> polled_;  ///< capacity reserved at connect()
+  bool polled_stale_ = false;   ///< rebuilt at the end of the pass
+  /// Gates with work besides receiving; the rest are visited every 64th pass.
+  std::vector<Gate*> dirty_;            ///< capacity reserved at connect()
+  std::uint32_t credit_threshold_ = 1;  ///< owed credits that warrant a credit packet
+  std::size_t send_budget_ = 0;         ///< live sends + queued completions allowed
   bool connected_ = false;
   std::size_t recv_capacity_ = 0;  ///< largest small packet we accept
 

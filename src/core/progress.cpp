@@ -15,15 +15,23 @@ Status Core::Impl::progress() noexcept {
   if (!connected_) return Status::not_initialized;
   if (in_progress_) return Status::ok;  // called back from lib_parse: the pass goes on
   in_progress_ = true;
-  std::int64_t now = 0;
-  // Receive-any first: one probe per context finds the instance with a
-  // packet instead of a poll of every peer's instance.
-  // Anything odd (an unknown or unusable instance, a full budget) falls
-  // back to polling every instance this pass, so nothing waits unseen; so
-  // does every 64th pass, which is how a quiet instance's broken link (no
+  // The fast part: the small tracks polled directly (a few peers per
+  // context). Every 64th pass visits every gate: a safety net for work
+  // nobody marked, and how a quiet probe_any instance's broken link (no
   // packet to report) is noticed.
-  bool sweep = (++passes_ % 64) == 0;
+  for (std::size_t i = 0; i < polled_.size(); ++i)
+    poll_small_recv(*polled_[i].gate, *polled_[i].rail, 32);
+  const bool sweep = (++passes_ & 63) == 0;
+  if (sweep || !dirty_.empty() || !any_contexts_.empty() || polled_stale_) slow_pass(sweep);
+  in_progress_ = false;
+  if (completion_count_ != 0) run_completions();
+  return Status::ok;
+}
+
+void Core::Impl::slow_pass(bool sweep) noexcept {
   for (driver::Context* ctx : any_contexts_) {
+    // Anything odd (an unknown or unusable instance, a full budget) falls
+    // back to polling every instance this pass, so nothing waits unseen.
     int budget = 64;
     for (; budget > 0; --budget) {
       driver::Instance* ready = nullptr;
@@ -44,41 +52,83 @@ Status Core::Impl::progress() noexcept {
     }
     if (budget == 0) sweep = true;
   }
-  for (auto& gp : gates_) {
-    Gate& gate = *gp;
-    if (gate.state == GateState::failed || !gate.active) continue;
-    if (gate.state != GateState::connected) {
-      if (!step_connect(gate) || gate.state != GateState::connected) continue;
-    }
-    for (Rail& r : gate.rails)
-      if (!r.by_any || sweep) poll_small_recv(gate, r, 32);
-    for (Rail& r : gate.rails) {
-      if (r.state != RailState::connected || r.dying || gate.state == GateState::failed) continue;
-      poll_inflight(gate, r);
-      large_step(gate, r);
-    }
-    if (gate.acks_waiting && gate.state != GateState::failed) {
-      gate.acks_waiting = false;
-      for (Incoming* in = gate.recvs; in;) {
-        Incoming* next = in->live_next;
-        if (in->state == RecvState::acking) rdv_recv_step(*in);
-        in = next;
-      }
-    }
-    flush(gate);
-    for (Priority& p : gate.prio) {
-      if (p.stash.empty() || gate.state == GateState::failed) continue;
-      if (now == 0) now = base::now_ns();
-      if (now - p.stash_since_ns > std::int64_t{settings_.gap_limit_ms} * 1'000'000) {
-        PIER_LOG(warn, "core", "rank {}: packet {} never came (lost)", gate.peer, p.recv_seq);
-        fail_gate(gate, Status::broken);
-      }
-    }
-    reap(gate);
+  // Gates with something to do besides receiving.
+  if (sweep) {
+    for (auto& gp : gates_) visit(*gp, true);
+    for (auto& gp : gates_) touch(*gp);
+  } else {
+    // Index-based: a visit may add gates (a send from inside lib_parse).
+    for (std::size_t i = 0; i < dirty_.size(); ++i) visit(*dirty_[i], false);
   }
-  in_progress_ = false;
-  run_completions();
-  return Status::ok;
+  if (!dirty_.empty()) {
+    std::size_t kept = 0;
+    for (Gate* g : dirty_) {
+      g->dirty = busy(*g);
+      if (g->dirty) dirty_[kept++] = g;
+    }
+    dirty_.resize(kept);
+  }
+  if (polled_stale_) rebuild_polled();
+}
+
+void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
+  if (gate.state == GateState::failed || !gate.active) return;
+  if (gate.state != GateState::connected) {
+    if (!step_connect(gate) || gate.state != GateState::connected) return;
+    polled_stale_ = true;
+  }
+  if (sweep)
+    for (Rail& r : gate.rails)
+      if (r.by_any) poll_small_recv(gate, r, 32);
+  for (Rail& r : gate.rails) {
+    if (r.state != RailState::connected || r.dying || gate.state == GateState::failed) continue;
+    if (!r.inflight.empty()) poll_inflight(gate, r);
+    if (!r.large_send.empty() || !r.large_recv.empty()) large_step(gate, r);
+  }
+  if (gate.acks_waiting && gate.state != GateState::failed) {
+    gate.acks_waiting = false;
+    for (Incoming* in = gate.recvs; in;) {
+      Incoming* next = in->live_next;
+      if (in->state == RecvState::acking) rdv_recv_step(*in);
+      in = next;
+    }
+  }
+  flush(gate);
+  std::int64_t now = 0;
+  for (Priority& p : gate.prio) {
+    if (p.stash.empty() || gate.state == GateState::failed) continue;
+    if (now == 0) now = base::now_ns();
+    if (now - p.stash_since_ns > std::int64_t{settings_.gap_limit_ms} * 1'000'000) {
+      PIER_LOG(warn, "core", "rank {}: packet {} never came (lost)", gate.peer, p.recv_seq);
+      fail_gate(gate, Status::broken);
+    }
+  }
+  reap(gate);
+}
+
+bool Core::Impl::busy(const Gate& g) const noexcept {
+  if (g.state == GateState::failed || !g.active) return false;
+  if (g.state != GateState::connected) return true;
+  for (const Rail& r : g.rails)
+    if (r.dying || !r.inflight.empty() || !r.large_send.empty() || !r.large_recv.empty())
+      return true;
+  if (g.acks_waiting || small_work(g)) return true;
+  for (const Priority& p : g.prio)
+    if (!p.stash.empty()) return true;
+  return false;
+}
+
+void Core::Impl::rebuild_polled() noexcept {
+  polled_stale_ = false;
+  polled_.clear();
+  for (auto& gp : gates_) {
+    Gate& g = *gp;
+    if (g.state != GateState::connected || !g.active) continue;
+    for (Rail& r : g.rails)
+      if (r.state == RailState::connected && !r.dying && !r.by_any &&
+          polled_.size() < polled_.capacity())
+        polled_.push_back({&g, &r});
+  }
 }
 
 void Core::Impl::run_completions() noexcept {

@@ -17,7 +17,9 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
     driver::Instance& inst = *rail.small;
     Status s;
     if (rail.props.caps.recv_buf) {
-      driver::Packet pkt;
+      // The rail's packet, not a fresh one: the driver fills what it hands
+      // out, and zeroing a packet on every empty poll is measurable.
+      driver::Packet& pkt = rail.rx;
       Status st = inst.recv_poll(pkt);
       if (st == Status::in_progress) return;
       if (st != Status::ok) return rail_failed(gate, rail, st);
@@ -49,6 +51,9 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
       PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
       return fail_gate(gate, s);
     }
+    // An eager message answered in lib_parse leaves nothing to do; anything
+    // else (control packets, deferral, credits to give back) marks the gate.
+    touch(gate);
   }
 }
 

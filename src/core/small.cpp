@@ -55,6 +55,7 @@ Status Core::Impl::post_small(Gate& gate, SmallSend& s) noexcept {
   Status st;
   driver::Instance& inst = *rail->small;
   s.pkt = driver::Packet{};
+  s.posted = &s.pkt;
   if (rail->props.caps.send_buf) {
     st = inst.send_buf_get(s.pkt);
     if (st == Status::ok) {
@@ -114,13 +115,14 @@ void Core::Impl::on_small_sent(Gate& gate, SmallSend& s, Status status) noexcept
 
 void Core::Impl::poll_inflight(Gate& gate, Rail& rail) noexcept {
   while (SmallSend* s = rail.inflight.front()) {
-    Status st = rail.small->send_poll(s->pkt);
+    Status st = rail.small->send_poll(*s->posted);
     if (st == Status::in_progress) return;
     if (st != Status::ok) {
       rail_failed(gate, rail, st);  // reap re-sends what is still in flight
       return;
     }
     rail.inflight.pop();
+    if (s->posted == &rail.fast_pkt) rail.fast_busy = false;
     on_small_sent(gate, *s, Status::ok);
   }
 }
@@ -148,6 +150,7 @@ Ctrl* Core::Impl::new_ctrl(Gate& gate, wire::PacketType type, std::uint8_t prior
 
 void Core::Impl::flush(Gate& gate) noexcept {
   if (gate.state != GateState::connected) return;
+  if (!small_work(gate)) return;
   // Control packets first: they free the peer's resources and ours.
   while (Ctrl* c = gate.ctrl_pending.front()) {
     Status st = post_small(gate, c->send);
@@ -165,8 +168,7 @@ void Core::Impl::flush(Gate& gate) noexcept {
       if (m->rendezvous) prefetch(*m);
       if (st == Status::ok) on_small_sent(gate, m->small, Status::ok);
     }
-    const std::uint32_t threshold = std::max<std::uint32_t>(1, settings_.credits / 2);
-    if (prio.owed >= threshold && gate.ctrl_pending.empty()) {
+    if (prio.owed >= credit_threshold_ && gate.ctrl_pending.empty()) {
       Ctrl* c = new_ctrl(gate, wire::PacketType::credit, static_cast<std::uint8_t>(p), {});
       if (c == nullptr) continue;
       Status st = post_small(gate, c->send);

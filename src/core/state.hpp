@@ -22,6 +22,7 @@ namespace pier::core {
 struct Gate;
 struct Rail;
 struct SendMsg;
+struct RegionEntry;
 
 inline constexpr std::size_t max_rails = 4;
 /// A rendezvous is cut into at most this many chunks (one per rail, plus
@@ -39,6 +40,9 @@ struct SmallSend {
   void* owner = nullptr;  ///< the SendMsg or Ctrl
   SmallSend* next = nullptr;
   driver::Packet pkt;
+  /// The packet the driver holds: `pkt`, or the rail's fast_pkt for an
+  /// eager message sent by the fast path whose post did not finish at once.
+  driver::Packet* posted = &pkt;
   std::array<::iovec, 2> iov{};
   std::size_t prefix_len = 0;
   const std::byte* payload = nullptr;
@@ -91,8 +95,8 @@ struct SendMsg {
   bool acked = false;
   SendState state = SendState::queued;
   Status status = Status::ok;
-  std::uint32_t region = 0;  ///< pinned region handle, 0 for none
-  std::uint64_t id = 0;      ///< message_id on the wire
+  RegionEntry* region = nullptr;  ///< the pinned region, null for none
+  std::uint64_t id = 0;           ///< message_id on the wire
   const std::byte* data = nullptr;
   std::uint64_t length = 0;
   std::uint8_t active_chunks = 0;
@@ -130,7 +134,7 @@ class Incoming {
   int slot = -1;
   bool credit_pending = false;  ///< the packet's credit returns with recv()
   void* cookie = nullptr;
-  std::uint32_t region = 0;
+  RegionEntry* region = nullptr;  ///< the pinned region, null for none
   std::byte* dest = nullptr;
   std::uint64_t mlen = 0;
   std::uint8_t active_chunks = 0;
@@ -159,6 +163,10 @@ struct Rail {
   std::unique_ptr<std::byte[]> rx_buf;
   bool rx_posted = false;
   Fifo<SmallSend, &SmallSend::next> inflight;
+  /// The fast eager path's driver buffer packet; busy while a fast send's
+  /// post is still in flight (then a SendMsg in `inflight` refers to it).
+  driver::Packet fast_pkt;
+  bool fast_busy = false;
   Fifo<Chunk, &Chunk::next> large_send;
   Fifo<Chunk, &Chunk::next> large_recv;
 };
@@ -196,8 +204,8 @@ struct Gate {
   std::size_t split_min = 0;
   std::int64_t last_heard_ns = 0;
   bool acks_waiting = false;
-  bool active = true;  ///< the loopback gate starts inactive: no pass visits it until a send  ///<
-                       ///< an incoming message waits for a control packet
+  bool active = true;  ///< the loopback gate starts inactive: no pass visits it until a send
+  bool dirty = false;  ///< in Impl::dirty_: the next pass visits it
   // staging slots: deferred and out-of-order packets
   std::size_t slot_bytes = 0;
   std::unique_ptr<std::byte[]> slot_mem;

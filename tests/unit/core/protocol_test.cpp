@@ -215,7 +215,7 @@ TEST(Bootstrap, SingletonCoreTalksToItself) {
 
 TEST(Sizes, HotObjectsStayWithinBudget) {
   // Growing one of these is a conscious edit (docs/core.md, STYLE tests).
-  EXPECT_LE(sizeof(SendMsg), 656u);
+  EXPECT_LE(sizeof(SendMsg), 664u);  // + SmallSend::posted (the fast eager path)
   EXPECT_LE(sizeof(Incoming), 256u);
   EXPECT_LE(sizeof(Ctrl), 640u);
 }
