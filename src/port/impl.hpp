@@ -20,7 +20,6 @@
 #include "base/clock.hpp"
 #include "base/pool.hpp"
 #include "core/core.hpp"
-#include "port/control.hpp"
 #include "wire/port.hpp"
 
 namespace pier::port {
@@ -172,11 +171,13 @@ struct Stream {
   Stream* next = nullptr;  ///< in the port's ack list
 };
 
-/// A control or a get reply the core had no room for; retried from poll.
+/// An answer (ack, nack, get_reply) the core had no room for; retried from poll.
 struct Reply {
   std::uint32_t node = 0;
   std::uint16_t port = 0;
   std::uint8_t priority = 0;
+  wire::PortKind kind = wire::PortKind::ack;
+  std::uint64_t tag = 0;
   std::uint64_t cookie = 0;
   core::Region region{};
   std::size_t offset = 0;
@@ -357,9 +358,11 @@ class Port::Impl {
   Stream* stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                  bool create) noexcept;
   void maybe_release_stream(Stream* s) noexcept;
-  Status send_control(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                      std::uint64_t cookie, const core::Region* region, std::size_t offset,
-                      std::uint32_t length) noexcept;
+  /// Sends an answer now, or queues it behind those already waiting.
+  Status send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                     wire::PortKind kind, std::uint64_t tag, std::uint64_t cookie = 0,
+                     const core::Region* region = nullptr, std::size_t offset = 0,
+                     std::uint32_t length = 0) noexcept;
   void nack(Stream* s, Status why) noexcept;
   void owe_ack(Stream* s) noexcept;
 

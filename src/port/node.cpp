@@ -88,21 +88,16 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
   // The core's copy of the routing fields must agree with ours, and the
   // payload with the header's length: a peer that disagrees is hostile.
   const bool carries_data = h.kind == wire::PortKind::send || h.kind == wire::PortKind::put ||
-                            (h.kind == wire::PortKind::get_reply && (h.cookie & control_bit) == 0);
+                            h.kind == wire::PortKind::get_reply;
   if (h.priority != a.priority || h.sending_port != a.source_port ||
       h.receiving_port != a.destination_port || a.length != (carries_data ? h.length : 0)) {
     PIER_LOG(debug, "port", "node {}: inconsistent port header", a.source);
     return clean();
   }
-  bool answer = false;  // an ack, nack or get data for one of our ops
-  if (h.kind == wire::PortKind::get_reply) {
-    auto control = decode_control(h.cookie);
-    if ((h.cookie & control_bit) != 0 && !control) {
-      PIER_LOG(debug, "port", "node {}: unknown control {:#x}", a.source, h.cookie);
-      return clean();
-    }
-    answer = !control || control->code == Control::ack || control->code == Control::nack;
-  }
+  // An ack, nack or get data answers one of our ops; the rest are ops and
+  // controls for a receiving port.
+  const bool answer = h.kind == wire::PortKind::get_reply || h.kind == wire::PortKind::ack ||
+                      h.kind == wire::PortKind::nack;
   Port::Impl* port = h.receiving_port < ports.size() ? ports[h.receiving_port].get() : nullptr;
   if (port == nullptr) {
     clean();
@@ -117,11 +112,11 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
 
 void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
   wire::PortHeader r;
-  r.kind = wire::PortKind::get_reply;
+  r.kind = wire::PortKind::nack;
+  r.tag = static_cast<std::uint8_t>(Status::closed);
   r.priority = h.priority;
   r.sending_port = h.receiving_port;
   r.receiving_port = h.sending_port;
-  r.cookie = encode_control(Control::nack, Status::closed, 0);
   std::array<std::byte, wire::PortHeader::size> bytes{};
   if (!wire::encode(r, bytes)) return;
   core::SendArgs s;

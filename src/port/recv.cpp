@@ -1,7 +1,7 @@
 // pier::port, receiver side: provided buffers by (priority, size), streams
 // (priority, sending node, sending port) that keep arrival order, arrivals
 // held while no buffer matches, and the answers owed to senders. Every op
-// that arrives is answered exactly once, in stream order (control.hpp).
+// that arrives is answered exactly once, in stream order (wire/port.hpp).
 #include <cstring>
 
 #include "base/log.hpp"
@@ -65,7 +65,8 @@ void Port::Impl::maybe_release_stream(Stream* s) noexcept {
 
 Status Port::Impl::post_reply(const Reply& r) noexcept {
   wire::PortHeader h;
-  h.kind = wire::PortKind::get_reply;
+  h.kind = r.kind;
+  h.tag = r.tag;
   h.priority = r.priority;
   h.sending_port = static_cast<std::uint16_t>(id);
   h.receiving_port = r.port;
@@ -86,13 +87,16 @@ Status Port::Impl::post_reply(const Reply& r) noexcept {
   return core().send(a);
 }
 
-Status Port::Impl::send_control(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                                std::uint64_t cookie, const core::Region* region,
-                                std::size_t offset, std::uint32_t length) noexcept {
+Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                               wire::PortKind kind, std::uint64_t tag, std::uint64_t cookie,
+                               const core::Region* region, std::size_t offset,
+                               std::uint32_t length) noexcept {
   Reply r;
   r.node = node_id;
   r.port = port;
   r.priority = priority;
+  r.kind = kind;
+  r.tag = tag;
   r.cookie = cookie;
   if (region) r.region = *region;
   r.offset = offset;
@@ -132,8 +136,7 @@ void Port::Impl::owe_ack(Stream* s) noexcept {
 
 void Port::Impl::flush_stream(Stream* s) noexcept {
   if (s->owed_acks == 0) return;
-  (void)send_control(s->priority, s->node, s->port,
-                     encode_control(Control::ack, Status::ok, s->owed_acks), nullptr, 0, 0);
+  (void)send_answer(s->priority, s->node, s->port, wire::PortKind::ack, s->owed_acks);
   s->owed_acks = 0;
 }
 
@@ -150,8 +153,8 @@ void Port::Impl::flush_acks() noexcept {
 
 void Port::Impl::nack(Stream* s, Status why) noexcept {
   flush_stream(s);
-  (void)send_control(s->priority, s->node, s->port, encode_control(Control::nack, why, 0), nullptr,
-                     0, 0);
+  (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,
+                    static_cast<std::uint8_t>(why));
   ++s->suspended;
 }
 
@@ -299,11 +302,16 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
       }
       flush_stream(s);
       const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
-      (void)send_control(s->priority, s->node, s->port, h.cookie, &r->region, offset, h.length);
+      (void)send_answer(s->priority, s->node, s->port, wire::PortKind::get_reply, 0, h.cookie,
+                        &r->region, offset, h.length);
       return true;
     }
     case wire::PortKind::get_reply:
-      break;  // controls are handled in on_arrival and never delivered
+    case wire::PortKind::ack:
+    case wire::PortKind::nack:
+    case wire::PortKind::resume:
+    case wire::PortKind::drop:
+      break;  // answers go to on_reply, controls are handled in on_arrival
   }
   clean();
   return true;
@@ -336,14 +344,14 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
   if (s == nullptr) {
     PIER_LOG(warn, "port", "port {}: too many streams; node {} times out", id, a.source);
     (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
-    (void)send_control(h.priority, a.source, h.sending_port,
-                       encode_control(Control::nack, Status::timeout, 0), nullptr, 0, 0);
+    (void)send_answer(h.priority, a.source, h.sending_port, wire::PortKind::nack,
+                      static_cast<std::uint8_t>(Status::timeout));
     return;
   }
-  if (h.kind == wire::PortKind::get_reply) {  // resume or drop
+  if (h.kind == wire::PortKind::resume || h.kind == wire::PortKind::drop) {
     (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
     if (s->suspended > 0) --s->suspended;
-    if (decode_control(h.cookie)->code == Control::drop) drop_held(s);
+    if (h.kind == wire::PortKind::drop) drop_held(s);
     if (s->held.empty())
       owe_ack(s);
     else
@@ -364,8 +372,8 @@ void Port::Impl::drop_held(Stream* s) noexcept {
     } else {
       (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
       flush_stream(s);
-      (void)send_control(s->priority, s->node, s->port,
-                         encode_control(Control::nack, Status::dropped, 0), nullptr, 0, 0);
+      (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,
+                        static_cast<std::uint8_t>(Status::dropped));
     }
     helds.release(x);
   }
@@ -418,12 +426,11 @@ void Port::Impl::close_receiver() noexcept {
     flush_stream(s);
     while (Held* x = s->held.pop()) {
       if (x->handle == nullptr) {
-        (void)send_control(s->priority, s->node, s->port,
-                           encode_control(Control::ack, Status::ok, 1), nullptr, 0, 0);
+        (void)send_answer(s->priority, s->node, s->port, wire::PortKind::ack, 1);
       } else {
         (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
-        (void)send_control(s->priority, s->node, s->port,
-                           encode_control(Control::nack, Status::closed, 0), nullptr, 0, 0);
+        (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,
+                          static_cast<std::uint8_t>(Status::closed));
       }
       helds.release(x);
     }

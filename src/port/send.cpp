@@ -1,6 +1,6 @@
 // pier::port, sender side: ops (one per send token in use) on connections
 // (priority, target node, target port). An op completes when the target
-// answered it (ack, nack or get data, positional: control.hpp) and the core
+// answered it (ack, nack or get data, positional: wire/port.hpp) and the core
 // finalized our send. A failure disables the connection until one resume or
 // drop per reported failure (G10).
 #include "base/log.hpp"
@@ -128,7 +128,7 @@ Status Port::Impl::post(Op* op) noexcept {
     case OpKind::send:
       h.kind = wire::PortKind::send;
       h.size_class = op->size;
-      // The acks we owe that port on this priority ride along (control.hpp),
+      // The acks we owe that port on this priority ride along in the tag,
       // unless answers already wait in line: they must leave in order.
       if (reply_retry.empty()) piggyback = stream(c->priority, c->node, c->port, false);
       if (piggyback) h.tag = piggyback->owed_acks;
@@ -145,11 +145,12 @@ Status Port::Impl::post(Op* op) noexcept {
       h.cookie = static_cast<std::uint64_t>(ops.handle_of(op));
       break;
     case OpKind::resume:
-    case OpKind::drop:
-      h.kind = wire::PortKind::get_reply;
+      h.kind = wire::PortKind::resume;
       h.length = 0;
-      h.cookie =
-          encode_control(op->kind == OpKind::drop ? Control::drop : Control::resume, Status::ok, 0);
+      break;
+    case OpKind::drop:
+      h.kind = wire::PortKind::drop;
+      h.length = 0;
       break;
   }
   std::array<std::byte, wire::PortHeader::size> bytes{};
@@ -329,8 +330,7 @@ void Port::Impl::on_piggyback(std::uint8_t priority, std::uint32_t node_id, std:
 
 void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept {
   Connection* c = connection(h.priority, a.source, h.sending_port, false);
-  auto control = decode_control(h.cookie);
-  if (!control) {
+  if (h.kind == wire::PortKind::get_reply) {
     // Get data: the cookie names the op, which must be the next unanswered.
     Op* op = ops.lookup(static_cast<base::Pool<Op>::Handle>(h.cookie & 0xffff'ffff));
     if (c == nullptr || op == nullptr || op != first_unanswered(c) || op->kind != OpKind::get ||
@@ -354,18 +354,19 @@ void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noe
   }
   (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
   if (c == nullptr) return;
-  if (control->code == Control::ack) {
-    apply_acks(c, control->count);
+  if (h.kind == wire::PortKind::ack) {
+    apply_acks(c, static_cast<std::uint32_t>(h.tag));  // the decoder bounds it
   } else if (Op* op = first_unanswered(c)) {
+    const auto why = static_cast<Status>(h.tag);  // a nack: the decoder checked the value
     op->replied = true;
-    if (is_control(op->kind) || control->status == Status::ok) {
+    if (is_control(op->kind)) {
       op->reply_status = Status::ok;
-    } else if (control->status == Status::dropped) {
+    } else if (why == Status::dropped) {
       op->reply_status = Status::dropped;
     } else if (c->failures == 0) {
       ++c->failures;
       op->counted = true;
-      op->reply_status = control->status;
+      op->reply_status = why;
     } else {
       op->reply_status = Status::in_progress;  // park it in settle()
     }

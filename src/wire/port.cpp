@@ -23,6 +23,11 @@ static_assert(off_cookie + 8 == PortHeader::size);
 static_assert(max_length_for_size(max_size_class) >= max_port_message);
 static_assert(max_length_for_size(min_size_class) == 0);
 
+/// The answers and controls carry no data, size, address or cookie.
+bool answer_fields_zero(const PortHeader& h) noexcept {
+  return h.size_class == 0 && h.length == 0 && h.remote_address == 0 && h.cookie == 0;
+}
+
 /// Each kind uses its own fields and leaves the others zero, so no byte is
 /// ignored on receive.
 bool fields_valid(const PortHeader& h) noexcept {
@@ -38,6 +43,14 @@ bool fields_valid(const PortHeader& h) noexcept {
       return h.size_class == 0 && h.tag == 0;
     case PortKind::get_reply:
       return h.size_class == 0 && h.tag == 0 && h.remote_address == 0;
+    case PortKind::ack:
+      return answer_fields_zero(h) && h.tag >= 1 && h.tag <= 0xffff'ffff;
+    case PortKind::nack:
+      // Any failure pier::Status names; "ok" is no nack.
+      return answer_fields_zero(h) && h.tag >= 1 && h.tag < status_count;
+    case PortKind::resume:
+    case PortKind::drop:
+      return answer_fields_zero(h) && h.tag == 0;
   }
   return false;
 }
@@ -54,6 +67,14 @@ std::string_view to_string(PortKind k) noexcept {
       return "get_request";
     case PortKind::get_reply:
       return "get_reply";
+    case PortKind::ack:
+      return "ack";
+    case PortKind::nack:
+      return "nack";
+    case PortKind::resume:
+      return "resume";
+    case PortKind::drop:
+      return "drop";
   }
   return "unknown";
 }

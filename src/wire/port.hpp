@@ -13,13 +13,21 @@
 
 namespace pier::wire {
 
+// Every op (send, put, get_request) a receiving port takes from a stream
+// (priority, sending port, receiving port) is answered exactly once, in
+// arrival order: by ack, nack or get_reply. resume and drop travel from the
+// sender after a reported failure; the receiver acks them like an op.
 enum class PortKind : std::uint8_t {
   send = 1,         ///< into a receive buffer of exactly (size_class, priority)
   put = 2,          ///< directed send: written at remote_address
   get_request = 3,  ///< read `length` bytes at remote_address, answer with get_reply
   get_reply = 4,    ///< the data of a get; cookie names the request
+  ack = 5,          ///< answers the next `tag` ops of the stream: done (1 <= tag < 2^32)
+  nack = 6,         ///< answers the stream's next op: failed with pier::Status `tag`
+  resume = 7,       ///< the sender enables the stream again after a failure
+  drop = 8,         ///< as resume, and what the stream holds is answered "dropped"
 };
-inline constexpr std::uint8_t port_kind_limit = 5;
+inline constexpr std::uint8_t port_kind_limit = 9;
 /// "send", "put", ...; "unknown" for a value that names no kind (for logs).
 std::string_view to_string(PortKind k) noexcept;
 
@@ -42,8 +50,10 @@ struct PortHeader {
   std::uint8_t size_class = 0;  ///< send only; 0 for the other kinds
   std::uint16_t sending_port = 0;
   std::uint16_t receiving_port = 0;
-  std::uint32_t length = 0;          ///< at most max_port_message
-  std::uint64_t tag = 0;             ///< send only: the sender's tag
+  std::uint32_t length = 0;  ///< at most max_port_message
+  /// send: acks the sender owes the receiver's stream back (piggybacked);
+  /// ack: how many ops it answers; nack: the failure's pier::Status.
+  std::uint64_t tag = 0;
   std::uint64_t remote_address = 0;  ///< put and get_request only
   std::uint64_t cookie = 0;          ///< get_request, echoed by get_reply
 

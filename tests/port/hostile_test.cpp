@@ -6,7 +6,6 @@
 #include <deque>
 
 #include "harness.hpp"
-#include "port/control.hpp"
 #include "wire/port.hpp"
 
 namespace pier::port::test {
@@ -91,19 +90,36 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     ASSERT_EQ(raw.send(good, &seven), Status::ok);          // length differs
     // Answers for ops that do not exist; forged get data; a huge ack count.
     wire::PortHeader reply;
-    reply.kind = wire::PortKind::get_reply;
+    reply.kind = wire::PortKind::ack;
     reply.sending_port = 1;
     reply.receiving_port = 2;
-    reply.cookie = encode_control(Control::ack, Status::ok, 0xffff'ffff);
+    reply.tag = 0xffff'ffff;
     ASSERT_EQ(raw.send(reply), Status::ok);
-    reply.cookie = encode_control(Control::nack, Status::timeout, 0);
+    reply.kind = wire::PortKind::nack;
+    reply.tag = static_cast<std::uint8_t>(Status::timeout);
     ASSERT_EQ(raw.send(reply), Status::ok);
+    reply.kind = wire::PortKind::get_reply;
+    reply.tag = 0;
     reply.cookie = 0x1234;  // get data for no get
     reply.length = 8;
     ASSERT_EQ(raw.send(reply, &eight), Status::ok);
     reply.length = 0;
-    reply.cookie = control_bit | (std::uint64_t{9} << 56);  // no such control
-    ASSERT_EQ(raw.send(reply), Status::ok);
+    // Kinds the decoder does not know, and answers whose fields it rejects.
+    std::array<std::byte, wire::PortHeader::size> bad{};
+    reply.kind = wire::PortKind::ack;
+    reply.cookie = 0;
+    reply.tag = 1;
+    ASSERT_TRUE(wire::encode(reply, bad));
+    for (std::uint8_t kind : {std::uint8_t{0}, wire::port_kind_limit, std::uint8_t{0xff}}) {
+      bad[1] = std::byte{kind};
+      ASSERT_EQ(raw.send(bad, 0, 1, 2), Status::ok);
+    }
+    bad[1] = std::byte{static_cast<std::uint8_t>(wire::PortKind::nack)};
+    bad[16] = std::byte{0};  // a nack with status ok
+    ASSERT_EQ(raw.send(bad, 0, 1, 2), Status::ok);
+    bad[1] = std::byte{static_cast<std::uint8_t>(wire::PortKind::resume)};
+    bad[16] = std::byte{1};  // a resume with a tag
+    ASSERT_EQ(raw.send(bad, 0, 1, 2), Status::ok);
     // A put and a get outside registered memory: answered permission_denied.
     wire::PortHeader put;
     put.kind = wire::PortKind::put;
@@ -115,13 +131,12 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     pump(200);
     EXPECT_TRUE(b.received.empty());
     ASSERT_EQ(raw.answers.size(), 1u);
-    auto nack = decode_control(raw.answers[0].cookie);
-    ASSERT_TRUE(nack);
-    EXPECT_EQ(nack->code, Control::nack);
-    EXPECT_EQ(nack->status, Status::permission_denied);
+    EXPECT_EQ(raw.answers[0].kind, wire::PortKind::nack);
+    EXPECT_EQ(raw.answers[0].tag, static_cast<std::uint8_t>(Status::permission_denied));
     // A resume for that stream, then a good send: delivered and acked.
+    reply.kind = wire::PortKind::resume;
+    reply.tag = 0;
     reply.sending_port = 3;
-    reply.cookie = encode_control(Control::resume, Status::ok, 0);
     ASSERT_EQ(raw.send(reply), Status::ok);
     good.sending_port = 3;
     ASSERT_EQ(raw.send(good, &eight), Status::ok);
@@ -130,10 +145,8 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     EXPECT_EQ(b.received[0].data, eight);
     for (int i = 0; i < 2000 && raw.answers.size() < 2; ++i) pump(1);
     ASSERT_GE(raw.answers.size(), 2u);
-    auto ack = decode_control(raw.answers.back().cookie);
-    ASSERT_TRUE(ack);
-    EXPECT_EQ(ack->code, Control::ack);
-    EXPECT_EQ(ack->count, 2u);  // the resume and the send, coalesced
+    EXPECT_EQ(raw.answers.back().kind, wire::PortKind::ack);
+    EXPECT_EQ(raw.answers.back().tag, 2u);  // the resume and the send, coalesced
   }
   node->reset();
   cores.clear();
