@@ -363,6 +363,7 @@ int PtlCTCancelTriggered(ptl_handle_ct_t ct) {
 int PtlCTGet(ptl_handle_ct_t ct, ptl_ct_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!event) return PTL_ARG_INVALID;
+  pier::capi::poll(*pier::capi::state());
   Reply r;
   int rc = call(Op::ct_get, on(ct), &r);
   if (rc == PTL_OK) *event = r.ct;
@@ -467,8 +468,7 @@ int PtlEQFree(ptl_handle_eq_t eq) {
 int PtlEQGet(ptl_handle_eq_t eq, ptl_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!event) return PTL_ARG_INVALID;
-  State* s = pier::capi::state();
-  if (s->direct) (void)s->api->poll();
+  pier::capi::poll(*pier::capi::state());
   return eq_poll_once(&eq, 1, event, nullptr);
 }
 

@@ -14,8 +14,9 @@ namespace pier::capi {
 
 inline const config::BoolKey progress_thread_key{
     "CAPI_PROGRESS_THREAD", true,
-    "run the Portals LIB on its own progress thread, so a target completes puts, gets and "
-    "atomics without calling into pier; off: the LIB runs in the calling thread"};
+    "run a helper thread that progresses the Portals LIB while no application thread waits, "
+    "so a target completes puts, gets and atomics without calling into pier; off: the LIB "
+    "progresses only inside pier calls"};
 
 namespace {
 std::mutex init_mu;
@@ -26,6 +27,10 @@ std::atomic<State*> live{nullptr};
 // it" cannot interleave into an abort that outlives every waiter.
 std::atomic<std::uint64_t> wait_state{0};
 constexpr std::uint64_t abort_bit = 1, one_waiter = 2;
+
+bool app_waiting() noexcept {
+  return wait_state.load(std::memory_order_acquire) >= one_waiter;
+}
 
 /// Status of a failed forward to PTL_*; the LIB itself answers in PTL_*.
 int to_ptl(Status s) noexcept {
@@ -74,12 +79,13 @@ int build(State& s) {
   auto lib = lib::Lib::create(*s.core);
   if (!lib) return to_ptl(lib.status());
   s.lib = std::move(*lib);
-  s.direct = !progress_thread_key.get();
+  // Calls run the LIB in the caller's thread in both modes: handing each one
+  // to a progress thread cost a thread switch per call, and on a machine
+  // with as many cores as processes the thread competed with the
+  // application for them.
   try {
-    if (s.direct)
-      s.api = std::make_unique<nal::Direct>(*s.core, *s.lib);
-    else
-      s.api = std::make_unique<nal::ProgressThread>(*s.core, *s.lib);
+    s.api = std::make_unique<nal::Direct>(*s.core, *s.lib);
+    if (progress_thread_key.get()) s.helper = std::make_unique<Helper>(*s.core, &app_waiting);
   } catch (...) {
     return PTL_NO_SPACE;
   }
@@ -99,17 +105,15 @@ void drain(State& s) {
                        deadline) != Status::ok ||
         r.size == 0)
       return;
-    if (s.direct)
-      (void)s.api->poll();
-    else
-      s.lib->notifier().wait(s.lib->notifier().epoch(), 1'000'000);
+    (void)s.api->poll();
   }
 }
 
 void tear_down(State* s) {
   if (s->api) drain(*s);
-  // The NAL first: the progress thread must stop before the LIB and the
-  // core it drives go away.
+  // The helper and the NAL first: they must stop before the LIB and the
+  // core they drive go away.
+  s->helper.reset();
   s->api.reset();
   s->lib.reset();
   s->core.reset();
@@ -166,13 +170,18 @@ bool raise_abort() noexcept {
 }
 
 void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept {
-  if (s.direct) {
-    (void)s.api->poll();
-    return;
-  }
-  std::int64_t left = deadline.remaining_ns();
-  constexpr std::int64_t slice_ns = 50'000'000;  // re-check abort now and then
-  s.lib->notifier().wait(seen, left < slice_ns ? left : slice_ns);
+  // A bounded slice: the waiter re-checks PtlAbort, its deadline and its
+  // peers between slices, and other threads get the critical section.
+  auto slice = base::Deadline::after_ms(1);
+  const auto& until = deadline.at_ns() < slice.at_ns() ? deadline : slice;
+  lib::Notifier& n = s.lib->notifier();
+  s.core->enter_critical();
+  (void)s.core->wait([&] { return n.epoch() != seen; }, until);
+  s.core->leave_critical();
+}
+
+void poll(State& s) noexcept {
+  (void)s.api->poll();
 }
 
 }  // namespace pier::capi

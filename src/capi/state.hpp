@@ -11,6 +11,7 @@
 
 #include "base/clock.hpp"
 #include "boot/boot.hpp"
+#include "capi/helper.hpp"
 #include "core/core.hpp"
 #include "lib/lib.hpp"
 #include "nal/nal.hpp"
@@ -22,7 +23,9 @@ struct State {
   std::unique_ptr<core::Core> core;
   std::unique_ptr<lib::Lib> lib;
   std::unique_ptr<nal::Api> api;
-  bool direct = false;  ///< no progress thread: waits drive the core
+  /// Progress while no application thread waits (null: CAPI_PROGRESS_THREAD
+  /// off, the LIB progresses only inside pier calls).
+  std::unique_ptr<Helper> helper;
 };
 
 /// The live state, or nullptr before PtlInit / after the last PtlFini.
@@ -41,9 +44,12 @@ void wait_exit() noexcept;
 bool aborting() noexcept;
 /// PtlAbort's half: sets the abort while a thread waits; false otherwise.
 bool raise_abort() noexcept;
-/// Lets time pass until something may have changed since `seen`: drives the
-/// core itself without a progress thread, else sleeps on the LIB's notifier.
+/// Lets time pass until something may have changed since `seen` (the LIB's
+/// notifier epoch), at most about a millisecond: the caller drives the core
+/// itself, spinning CORE_SPIN_US and then sleeping in the drivers' waits.
 void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept;
+/// One progress pass of the core in the calling thread.
+void poll(State& s) noexcept;
 
 /// Repeats `attempt` until it returns something other than `empty`, the
 /// timeout passes (returns `empty`) or PtlAbort (PTL_ABORTED).

@@ -249,14 +249,14 @@ Reply Lib::call(Op op, const Call& c) noexcept {
       r.rc = bundle(c, r, true);
       break;
     case Op::bundle_end:
+      r.rc = bundle(c, r, false);
+      break;
     case Op::check_peers:
       r.rc = check_peers();
       break;
     case Op::pending:
       r.size = core_.pending();
       r.rc = PTL_OK;
-      break;
-      r.rc = bundle(c, r, false);
       break;
     default:
       r.rc = PTL_ARG_INVALID;

@@ -364,7 +364,9 @@ TEST_F(PortalsNi, BundlesNestAndIdentityIsReported) {
   EXPECT_EQ(PtlStartBundle(ni), PTL_OK);
   EXPECT_EQ(PtlEndBundle(ni), PTL_OK);
   EXPECT_EQ(PtlEndBundle(ni), PTL_OK);
+  EXPECT_EQ(PtlEndBundle(ni), PTL_ARG_INVALID);  // no bundle left open
   EXPECT_EQ(PtlStartBundle(PTL_INVALID_HANDLE), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlEndBundle(PTL_INVALID_HANDLE), PTL_ARG_INVALID);
   ptl_uid_t uid = 0;
   EXPECT_EQ(PtlGetUid(ni, &uid), PTL_OK);
   EXPECT_EQ(PtlGetUid(PTL_INVALID_HANDLE, &uid), PTL_ARG_INVALID);

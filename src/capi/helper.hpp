@@ -1,0 +1,51 @@
+// pier::capi: the helper thread of the default mode.
+//
+// API calls run the LIB in the calling thread (nal::Direct) and a thread
+// blocked in a wait drives the core itself, so a ping-pong on two cores
+// never waits for a third thread to be scheduled. The helper covers the
+// rest: while no application thread is inside a wait, it polls the core so
+// a target completes puts, gets and atomics while the application computes.
+// It never sleeps holding the core's critical section (an API call would
+// wait behind it): it polls, releases, and sleeps a back-off that restarts
+// whenever a poll found work.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "core/core.hpp"
+
+namespace pier::capi {
+
+class Helper {
+ public:
+  /// Starts the thread. `app_waiting` says whether an application thread
+  /// drives progress now (the helper then stays out of its way).
+  Helper(core::Core& core, bool (*app_waiting)() noexcept);
+  /// Stops and joins the thread.
+  ~Helper();
+  Helper(const Helper&) = delete;
+  Helper& operator=(const Helper&) = delete;
+
+  /// Polls done by the helper (tests: it did run).
+  std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
+
+ private:
+  void run() noexcept;
+  /// One poll under the critical section; true when it found work.
+  bool poll_once() noexcept;
+
+  core::Core& core_;
+  bool (*app_waiting_)() noexcept;
+  std::uint64_t seen_work_ = 0;
+  std::atomic<std::uint64_t> polls_{0};
+  std::mutex mu_;  ///< with cv_, the back-off sleep that stop interrupts
+  std::condition_variable cv_;
+  bool stop_ = false;  ///< under mu_
+  std::thread thread_;
+};
+
+}  // namespace pier::capi
