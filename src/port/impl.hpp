@@ -398,8 +398,22 @@ class Node::Impl final : public core::Client {
   void reap() noexcept;
   /// One round for every open port: answers owed, core progress, timers.
   void poll() noexcept;
-  /// Answers an op sent to a port that is not open.
+  /// Answers an op sent to a port that is not open (queued while the core
+  /// has no room, retried from poll()).
   void nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept;
+
+  struct ClosedNack {
+    std::uint32_t node = 0;
+    std::uint16_t closed_port = 0;
+    std::uint16_t sender_port = 0;
+    std::uint8_t priority = 0;
+  };
+  Status post_closed_nack(const ClosedNack& n) noexcept;
+  void retry_closed_nacks() noexcept;
+  static constexpr std::size_t closed_nacks_capacity = 256;
+  std::vector<ClosedNack> closed_nacks;  ///< a ring, sized at construction
+  std::size_t closed_nacks_first = 0;
+  std::size_t closed_nacks_count = 0;
 
   core::Core& core;
   Node* facade = nullptr;

@@ -25,6 +25,7 @@ Node::Impl::Impl(core::Core& c, std::unique_ptr<core::Core> owned) noexcept
   const auto limit = static_cast<std::size_t>(max_ports_key.get());
   ports.resize(limit);
   open_ports.reserve(limit);
+  closed_nacks.resize(closed_nacks_capacity);
 }
 
 Node::Impl::~Impl() {
@@ -53,9 +54,10 @@ void Node::Impl::close(Port::Impl* port) noexcept {
   port->closed = true;
   open_ports.erase(std::find(open_ports.begin(), open_ports.end(), port));
   auto& slot = ports[port->id];
-  // Cookies the core still holds name this port's objects: keep it until
-  // they are all finalized.
-  if (port->pinned > 0) {
+  // Cookies the core still holds name this port's objects, and answers
+  // still wait for core room: keep it until they are all finalized and
+  // sent (poll() goes on retrying them).
+  if (port->pinned > 0 || !port->reply_retry.empty()) {
     try {
       zombies.push_back(std::move(slot));
     } catch (const std::bad_alloc&) {
@@ -67,14 +69,19 @@ void Node::Impl::close(Port::Impl* port) noexcept {
 }
 
 void Node::Impl::reap() noexcept {
-  std::erase_if(zombies, [](const auto& z) { return z->pinned == 0; });
+  std::erase_if(zombies, [](const auto& z) { return z->pinned == 0 && z->reply_retry.empty(); });
 }
 
 void Node::Impl::poll() noexcept {
   for (Port::Impl* p : open_ports) p->poll_before();
   (void)core.progress();
   for (Port::Impl* p : open_ports) p->poll_after();
-  if (!zombies.empty()) reap();
+  if (closed_nacks_count > 0) retry_closed_nacks();
+  if (!zombies.empty()) {
+    for (auto& z : zombies)
+      if (!z->reply_retry.empty()) z->retry_replies();
+    reap();
+  }
 }
 
 void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
@@ -110,27 +117,47 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
     port->on_arrival(a, h);
 }
 
-void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+Status Node::Impl::post_closed_nack(const ClosedNack& n) noexcept {
   wire::PortHeader r;
   r.kind = wire::PortKind::nack;
   r.tag = static_cast<std::uint8_t>(Status::closed);
-  r.priority = h.priority;
-  r.sending_port = h.receiving_port;
-  r.receiving_port = h.sending_port;
+  r.priority = n.priority;
+  r.sending_port = n.closed_port;
+  r.receiving_port = n.sender_port;
   std::array<std::byte, wire::PortHeader::size> bytes{};
-  if (!wire::encode(r, bytes)) return;
+  if (!wire::encode(r, bytes)) return Status::internal;
   core::SendArgs s;
-  s.peer = a.source;
-  s.priority = h.priority;
+  s.peer = n.node;
+  s.priority = n.priority;
   s.source_port = r.sending_port;
   s.destination_port = r.receiving_port;
   s.upper = wire::Upper::port;
   s.header = bytes;
-  // Without room the sender learns nothing and its gate check or its own
-  // timeout must end the op; say so.
-  if (Status st = core.send(s); st != Status::ok && st != Status::broken)
-    PIER_LOG(warn, "port", "cannot answer node {} for closed port {}: {}", a.source,
-             h.receiving_port, to_string(st));
+  return core.send(s);
+}
+
+void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority};
+  // Answers leave in order: once one waits for core room, the rest queue.
+  if (closed_nacks_count == 0) {
+    const Status st = post_closed_nack(n);
+    if (st != Status::no_resource) return;  // sent, or the gate failed: the sender learns that
+  }
+  if (closed_nacks_count == closed_nacks.size()) {
+    // The sender's op then ends only when its gate fails; say so.
+    PIER_LOG(warn, "port", "cannot answer node {} for closed port {}: too many answers wait",
+             a.source, h.receiving_port);
+    return;
+  }
+  closed_nacks[(closed_nacks_first + closed_nacks_count++) % closed_nacks.size()] = n;
+}
+
+void Node::Impl::retry_closed_nacks() noexcept {
+  while (closed_nacks_count > 0) {
+    if (post_closed_nack(closed_nacks[closed_nacks_first]) == Status::no_resource) return;
+    closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
+    --closed_nacks_count;
+  }
 }
 
 void Node::Impl::lib_finalize(void* cookie, Status status) noexcept {

@@ -436,6 +436,18 @@ void Port::Impl::close_receiver() noexcept {
     }
   }
   waiting = 0;
+  // Answers waiting for core room still go (the node retries them for a
+  // closed port), but get data no longer can: the registered memory goes
+  // with the port. Those gets fail "closed" instead.
+  for (Reply* r = reply_retry.head; r != nullptr; r = r->next) {
+    if (r->kind != wire::PortKind::get_reply) continue;
+    r->kind = wire::PortKind::nack;
+    r->tag = static_cast<std::uint8_t>(Status::closed);
+    r->cookie = 0;
+    r->region = {};
+    r->offset = 0;
+    r->length = 0;
+  }
   for (auto& r : ranges)
     if (r.used && core().invalidate(r.region) == Status::ok) r.used = false;
 }

@@ -92,5 +92,30 @@ TEST(Ports, HeldArrivalsOfAClosingPortAreAnsweredClosed) {
   EXPECT_EQ(a.completions[0].status, Status::closed);
 }
 
+// Node 1's core has room for two sends, both taken by large messages node 0
+// holds (no buffer there), so the ack node 1 owes for node 0's message waits
+// for core room. Port 2 closes meanwhile: the ack still goes once node 0's
+// timeouts free the room, and node 0's send completes ok rather than hanging.
+TEST(Ports, AnswersWaitingForCoreRoomStillGoAfterThePortCloses) {
+  config::ScopedSet msgs("CORE_SEND_MSGS", "2"), timeout("PORT_SEND_TIMEOUT_MS", "200");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1), other(*w.nodes[1], 3);  // `other` keeps node 1 polled
+  auto b = std::make_unique<Driver>(*w.nodes[1], 2);
+  std::vector<std::byte> big = pattern(1 << 20, 3), small = buffer_for(4);
+  for (std::uintptr_t i = 0; i < 2; ++i)
+    ASSERT_EQ(b->send(big.data(), big.size(), Priority::low, 0, 1, 10 + i), Status::ok);
+  run_for({&a, b.get()}, 20);
+  ASSERT_EQ(b->provide(small.data(), 4, Priority::low), Status::ok);
+  char msg[8] = "answer";
+  ASSERT_EQ(a.send(msg, 8, Priority::low, 1, 2, 1), Status::ok);
+  ASSERT_TRUE(run_until({&a, b.get()}, [&] { return b->received.size() == 1; }));
+  run_for({&a, b.get()}, 20);
+  EXPECT_TRUE(a.completions.empty());  // the ack waits for room at node 1
+  b.reset();
+  ASSERT_TRUE(run_until({&a, &other}, [&] { return a.completions.size() == 1; }));
+  EXPECT_EQ(a.completions[0].status, Status::ok);
+}
+
 }  // namespace
 }  // namespace pier::port::test
