@@ -195,6 +195,7 @@ class OfiContext final : public driver::Context {
   std::chrono::steady_clock::time_point last_check_{};
   bool control_owed_ = false;
   std::uint32_t idle_polls_ = 0;
+  std::uint32_t polls_since_check_ = 0;
   driver::Clock::duration wait_slice_ = std::chrono::milliseconds(10);
 };
 

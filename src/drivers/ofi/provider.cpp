@@ -42,11 +42,12 @@ int provider_rank(std::string_view provider) noexcept {
   return 0;
 }
 
-fi_info* make_hints(bool with_rma, bool directed) {
+fi_info* make_hints(bool with_rma, bool directed, bool msg) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_TAGGED | (with_rma ? FI_RMA : 0) | (directed ? FI_DIRECTED_RECV : 0);
+  hints->caps =
+      FI_TAGGED | (with_rma ? FI_RMA : 0) | (directed ? FI_DIRECTED_RECV : 0) | (msg ? FI_MSG : 0);
   // Every operation pier posts carries a fi_context2 at the start of its
   // context, so both context modes are fine.
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -62,8 +63,8 @@ fi_info* make_hints(bool with_rma, bool directed) {
 
 namespace {
 
-InfoList query(bool with_rma, bool directed = true) {
-  fi_info* hints = make_hints(with_rma, directed);
+InfoList query(bool with_rma, bool directed = true, bool msg = false) {
+  fi_info* hints = make_hints(with_rma, directed, msg);
   if (hints == nullptr) return {};
   fi_info* out = nullptr;
   const int rc = fi_getinfo(api_version, nullptr, nullptr, 0, hints, &out);
@@ -103,16 +104,20 @@ const fi_info* best(const InfoList& list, std::string_view wanted) noexcept {
 
 Choice choose_provider(std::string_view wanted) {
   Choice c;
-  for (const int variant : {0, 1, 2, 3}) {
-    const bool with_rma = variant < 2;
-    const bool directed = variant % 2 == 0;
-    InfoList list = query(with_rma, directed);
+  // Most wanted first: RMA, then directed receives, then FI_MSG for the
+  // control messages (without it they share the tagged queue with data).
+  for (int variant = 0; variant < 8; ++variant) {
+    const bool with_rma = (variant & 4) == 0;
+    const bool directed = (variant & 2) == 0;
+    const bool msg = (variant & 1) == 0;
+    InfoList list = query(with_rma, directed, msg);
     const fi_info* fi = best(list, wanted);
     if (fi == nullptr) continue;
     if (with_rma && !rma_usable(fi)) continue;
     c.info = fi_dupinfo(fi);
     c.rma = with_rma;
     c.directed = directed;
+    c.msg = msg;
     if (c.info == nullptr) c.why_not = "out of memory";
     return c;
   }

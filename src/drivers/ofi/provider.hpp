@@ -39,6 +39,7 @@ struct Choice {
   fi_info* info = nullptr;  ///< one entry, duplicated with fi_dupinfo
   bool rma = false;         ///< RMA with remote CQ data usable
   bool directed = false;    ///< FI_DIRECTED_RECV: receives name their peer
+  bool msg = false;         ///< FI_MSG: control messages go untagged
   std::string why_not;      ///< when info is null: the reason, for skips and logs
 };
 
@@ -46,7 +47,7 @@ struct Choice {
 Choice choose_provider(std::string_view wanted);
 
 /// The hints pier uses: RDM, tagged; `with_rma` adds FI_RMA, `directed`
-/// FI_DIRECTED_RECV.
-fi_info* make_hints(bool with_rma, bool directed);
+/// FI_DIRECTED_RECV, `msg` FI_MSG.
+fi_info* make_hints(bool with_rma, bool directed, bool msg = false);
 
 }  // namespace pier::drivers::ofi
