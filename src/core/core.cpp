@@ -17,7 +17,12 @@ namespace pier::core {
 inline const config::StringKey drivers_key{
     "CORE_DRIVERS", "self,shm,tcp",
     "drivers in order of preference, comma separated; a peer gets the first one that can "
-    "reach it; several rails as a+b (tcp+tcp, shm+tcp)"};
+    "reach it; several rails as a+b (tcp+tcp, shm+tcp). PIER_DRIVERS overrides it"};
+/// The name the issue and users know; empty defers to CORE_DRIVERS.
+inline const config::StringKey drivers_alias_key{
+    "DRIVERS", "",
+    "drivers in order of preference (as PIER_CORE_DRIVERS, which it overrides when set): "
+    "shm,tcp; several rails of one peer as tcp+tcp"};
 inline const config::StringKey connect_key{
     "CORE_CONNECT", "lazy",
     "lazy: connections complete on first use; eager: creating the core waits for every peer"};
@@ -57,7 +62,8 @@ constexpr std::size_t direct_poll_max = 4;
 
 Settings Settings::from_config() {
   Settings s;
-  s.drivers = drivers_key.get();
+  s.drivers = drivers_alias_key.get();
+  if (s.drivers.empty()) s.drivers = drivers_key.get();
   s.eager_connect = connect_key.get() == "eager";
   s.eager_limit = static_cast<std::size_t>(eager_limit_key.get());
   s.split_min = static_cast<std::size_t>(split_min_key.get());
@@ -210,6 +216,7 @@ Status Core::Impl::bring_up_drivers() {
   local_.pid = static_cast<std::uint32_t>(::getpid());
   local_.credits = settings_.credits;
   local_.recv_capacity = static_cast<std::uint32_t>(recv_capacity_);
+  settings_.eager_max = recv_capacity_ - wire::FrameHeader::size;
   address_ = encode_address(local_);
   return Status::ok;
 }
@@ -231,6 +238,7 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
   gates_.resize(size_);
   polled_.reserve(std::size_t{size_} * max_rails);
   dirty_.reserve(size_);
+  failed_peers_.reserve(size_);
   credit_threshold_ = std::max<std::uint32_t>(1, settings_.credits / 2);
   for (Rank r = 0; r < size_; ++r) {
     auto gate = std::make_unique<Gate>();
@@ -484,6 +492,32 @@ Status Core::attach(wire::Upper upper, Client* client, std::size_t header_size) 
   return Status::ok;
 }
 
+Status Core::detach(wire::Upper upper, Client* client) noexcept {
+  Impl& I = *impl_;
+  auto u = static_cast<std::size_t>(upper);
+  if (u >= wire::upper_limit || client == nullptr || I.clients_[u] != client)
+    return Status::invalid_argument;
+  // Arrivals it never answered: clean them from the wire (R1 on its behalf).
+  for (auto& g : I.gates_) {
+    if (!g) continue;
+    for (Incoming* in = g->recvs; in;) {
+      Incoming* next = in->live_next;
+      if (in->upper == upper && in->state == RecvState::deferred)
+        (void)(in->rendezvous ? I.rdv_recv(*in, nullptr, nullptr, 0)
+                              : I.eager_recv(*in, nullptr, nullptr, 0));
+      in = next;
+    }
+    I.touch(*g);
+  }
+  for (std::size_t i = 0; i < I.completion_count_; ++i) {
+    Completion& c = I.completions_[(I.completion_head_ + i) % I.completions_.size()];
+    if (c.client == client) c.client = nullptr;
+  }
+  I.clients_[u] = nullptr;
+  I.header_size_[u] = 0;
+  return Status::ok;
+}
+
 Result<Region> Core::validate(void* base, std::size_t extent) noexcept {
   if (base == nullptr && extent != 0) return Status::invalid_argument;
   RegionEntry* e = impl_->regions_.acquire();
@@ -604,6 +638,9 @@ Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t 
 Status Core::progress() noexcept {
   return impl_->progress();
 }
+void Core::wake() noexcept {
+  impl_->wake();
+}
 std::uint64_t Core::spin_ns() const noexcept {
   return std::uint64_t{impl_->settings_.spin_us} * 1000;
 }
@@ -650,6 +687,12 @@ Result<GateInfo> Core::gate_info(Rank peer) const {
   info.split_min = g.split_min;
   for (std::size_t p = 0; p < wire::priority_count; ++p) info.credits[p] = g.prio[p].credits;
   return info;
+}
+
+Status Core::gate_status(Rank peer) const noexcept {
+  if (!impl_->connected_ || peer >= impl_->size_) return Status::invalid_argument;
+  const Gate& g = *impl_->gates_[peer];
+  return g.state == GateState::failed ? g.failure : Status::ok;
 }
 
 std::size_t Core::pending() const noexcept {

@@ -84,6 +84,10 @@ class Client {
   /// Exactly once per non-null cookie, after the message's last byte, with
   /// ok or the error that ended it (broken, truncated, ...).
   virtual void lib_finalize(void* cookie, Status status) noexcept = 0;
+  /// Once per peer whose gate failed (its pending operations were finalized
+  /// with the error just before); later sends to it fail at once. Runs
+  /// inside progress()/wait(), like lib_finalize. Default: nothing.
+  virtual void peer_failed(Rank peer) noexcept { (void)peer; }
 };
 
 /// One send() call's arguments.
@@ -129,6 +133,10 @@ struct Settings {
   std::uint32_t send_msgs = 0, recv_msgs = 0;
   std::uint32_t spin_us = 0;
   std::uint32_t gap_limit_ms = 0;
+  /// Upper header + payload bytes that go eager to a peer with the same
+  /// settings and drivers (set by Core::create; gate_info(peer).eager_limit
+  /// for one peer); larger sends use the rendezvous.
+  std::size_t eager_max = 0;
   static Settings from_config();
 };
 
@@ -158,6 +166,12 @@ class Core {
   /// in_use when another client holds `upper`; invalid_argument for none or
   /// a header larger than max_upper_header.
   Status attach(wire::Upper upper, Client* client, std::size_t header_size);
+  /// Lets `client` go while the core lives: arrivals it has not answered
+  /// are cleaned from the wire, queued finalizes for it are dropped, and its
+  /// sends still in flight complete without lib_finalize. Later arrivals for
+  /// `upper` are dropped until a client attaches again. invalid_argument
+  /// when `client` is not the one attached for `upper`.
+  Status detach(wire::Upper upper, Client* client) noexcept;
   static constexpr std::size_t max_upper_header = 192;
 
   Result<Region> validate(void* base, std::size_t extent) noexcept;
@@ -182,15 +196,18 @@ class Core {
   /// spins CORE_SPIN_US, then sleeps in the drivers' waits.
   template <class Pred>
   Status wait(Pred done, base::Deadline deadline) noexcept {
-    std::int64_t spin_until = base::now_ns() + static_cast<std::int64_t>(spin_ns());
-    while (!done()) {
-      if (Status s = progress(); s != Status::ok) return s;
-      if (done()) break;
-      if (deadline.expired()) return Status::timeout;
-      if (base::now_ns() > spin_until) sleep_briefly(deadline);
-    }
-    return Status::ok;
+    return wait_for(done, deadline, static_cast<std::int64_t>(spin_ns()));
   }
+  /// wait() without the spinning: between progress passes it sleeps in the
+  /// drivers' waits (at most 1 ms at a time) or until wake().
+  template <class Pred>
+  Status wait_sleeping(Pred done, base::Deadline deadline) noexcept {
+    return wait_for(done, deadline, 0);
+  }
+  /// Thread-safe, from any thread: ends a sleep of wait()/wait_sleeping()
+  /// in the thread driving the core (or the next one to start), so it
+  /// re-checks its predicate at once. Cheap when nobody sleeps.
+  void wake() noexcept;
 
   /// Critical sections (cb_cli / cb_sti): a lock the progress thread also
   /// takes around each progress() call.
@@ -203,6 +220,10 @@ class Core {
 
   Stats stats() const noexcept;
   Result<GateInfo> gate_info(Rank peer) const;
+  /// Whether `peer` is reachable, without allocating: ok while its gate is
+  /// usable (connected or connecting), the failure (broken, ...) once it
+  /// failed, invalid_argument for a rank out of range or before connect().
+  Status gate_status(Rank peer) const noexcept;
   /// Sends queued or in flight plus messages awaiting data: 0 when idle.
   std::size_t pending() const noexcept;
 
@@ -212,6 +233,17 @@ class Core {
   explicit Core(std::unique_ptr<Impl> impl);
   std::uint64_t spin_ns() const noexcept;
   void sleep_briefly(base::Deadline deadline) noexcept;
+  template <class Pred>
+  Status wait_for(Pred& done, base::Deadline deadline, std::int64_t spin_ns) noexcept {
+    const std::int64_t spin_until = base::now_ns() + spin_ns;
+    while (!done()) {
+      if (Status s = progress(); s != Status::ok) return s;
+      if (done()) break;
+      if (deadline.expired()) return Status::timeout;
+      if (spin_ns == 0 || base::now_ns() > spin_until) sleep_briefly(deadline);
+    }
+    return Status::ok;
+  }
   std::unique_ptr<Impl> impl_;
 };
 

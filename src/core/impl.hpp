@@ -7,6 +7,7 @@
 #include <pier/driver.hpp>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -158,6 +159,7 @@ class Core::Impl {
   void rebuild_polled() noexcept;
   void run_completions() noexcept;
   void sleep_briefly(base::Deadline deadline) noexcept;
+  void wake() noexcept;
 
   Rank rank_;
   Rank size_;
@@ -204,6 +206,14 @@ class Core::Impl {
   bool parse_answered_ = false;  ///< recv() was called for it
   Stats stats_;
   std::mutex critical_;
+  /// Peers whose gate failed, told to the clients after the finalizes.
+  std::vector<Rank> failed_peers_;  ///< capacity reserved at connect()
+  /// wake(): set by any thread; the driving thread's sleep checks it, and
+  /// a sleeper announces itself in sleeping_ (both seq_cst: either the
+  /// waker sees the sleeper and cancels its driver wait, or the sleeper
+  /// sees the flag and does not sleep).
+  std::atomic<bool> wake_{false};
+  std::atomic<bool> sleeping_{false};
 };
 
 }  // namespace pier::core

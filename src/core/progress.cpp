@@ -139,19 +139,45 @@ void Core::Impl::run_completions() noexcept {
     ++stats_.finalized;
     if (c.client) c.client->lib_finalize(c.cookie, c.status);
   }
+  // After the finalizes: a client learns of the failure once every pending
+  // operation to the peer has ended.
+  for (std::size_t i = 0; i < failed_peers_.size(); ++i)
+    for (Client* client : clients_)
+      if (client) client->peer_failed(failed_peers_[i]);
+  failed_peers_.clear();
 }
 
 void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
   // Sleep in a driver that can, but never long: other contexts and the
   // large tracks do not wake this wait.
   auto until = std::min(deadline.time_point(), driver::Clock::now() + std::chrono::milliseconds(1));
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (wake_.exchange(false, std::memory_order_seq_cst)) {
+    sleeping_.store(false, std::memory_order_relaxed);
+    return;
+  }
   for (DriverSlot& d : drivers_) {
     if (!d.props.caps.recv_any || !d.props.caps.blocking_wait) continue;
     driver::Instance* ready = nullptr;
     Status s = d.context->wait_any(&ready, until);
-    if (s == Status::ok || s == Status::timeout || s == Status::canceled) return;
+    if (s == Status::ok || s == Status::timeout || s == Status::canceled) {
+      sleeping_.store(false, std::memory_order_relaxed);
+      wake_.store(false, std::memory_order_relaxed);  // this sleep has ended anyway
+      return;
+    }
   }
-  std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // No driver to sleep in: a short nap, checking for wake() now and then.
+  for (int i = 0; i < 10 && !wake_.load(std::memory_order_relaxed); ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+  sleeping_.store(false, std::memory_order_relaxed);
+  wake_.store(false, std::memory_order_relaxed);
+}
+
+void Core::Impl::wake() noexcept {
+  wake_.store(true, std::memory_order_seq_cst);
+  if (!sleeping_.load(std::memory_order_seq_cst)) return;
+  for (DriverSlot& d : drivers_)
+    if (d.props.caps.recv_any && d.props.caps.blocking_wait) (void)d.context->cancel_any();
 }
 
 }  // namespace pier::core

@@ -60,6 +60,24 @@ class Api {
   /// Lets communication progress (Direct: runs the core; ProgressThread:
   /// nothing to do, its thread does it).
   virtual Status poll() noexcept = 0;
+
+  /// A predicate for wait(): evaluated with the core's critical section
+  /// held, so it may read what the LIB writes (an event queue, a counter).
+  using Done = bool (*)(void* arg) noexcept;
+  /// Blocks the calling thread until done(arg) is true (ok) or the deadline
+  /// passes (timeout), driving progress itself: no request crosses a queue
+  /// and no other thread needs to be woken when the answer arrives. It
+  /// spins CORE_SPIN_US, then sleeps in the drivers. Under ProgressThread
+  /// the progress thread backs off while a caller waits here, and the
+  /// caller answers the requests other threads forward meanwhile; Direct
+  /// releases the critical section at least every millisecond.
+  virtual Status wait(Done done, void* arg, base::Deadline deadline) noexcept = 0;
+  /// wait() with any callable `bool()`.
+  template <class Pred>
+  Status wait_until(Pred& pred, base::Deadline deadline) noexcept {
+    return wait([](void* p) noexcept { return static_cast<bool>((*static_cast<Pred*>(p))()); },
+                &pred, deadline);
+  }
 };
 
 /// Same thread, no queue.
@@ -71,6 +89,7 @@ class Direct final : public Api {
   Result<core::Region> validate(void* base, std::size_t extent) noexcept override;
   Status invalidate(const core::Region& region) noexcept override;
   Status poll() noexcept override;
+  Status wait(Done done, void* arg, base::Deadline deadline) noexcept override;
 
  private:
   core::Core& core_;
@@ -92,14 +111,23 @@ class ProgressThread final : public Api {
   Result<core::Region> validate(void* base, std::size_t extent) noexcept override;
   Status invalidate(const core::Region& region) noexcept override;
   Status poll() noexcept override { return Status::ok; }
+  Status wait(Done done, void* arg, base::Deadline deadline) noexcept override;
 
-  /// Requests the thread answered (for tests).
+  /// Requests answered, by the thread or by waiting callers (for tests).
   std::uint64_t answered() const noexcept { return answered_.load(std::memory_order_relaxed); }
 
   struct Request;
 
  private:
   void run() noexcept;
+  /// Answers every queued request; the core's critical section is held
+  /// (which also makes the holder the queue's single consumer).
+  void drain() noexcept;
+  /// Whoever drives the core sleeps until one of these: a request, a stop,
+  /// or (for the thread) a caller that wants to drive it.
+  bool interrupted() const noexcept {
+    return queued_.load(std::memory_order_acquire) != 0 || stop_.load(std::memory_order_acquire);
+  }
   /// Fills a free request slot with `fill`, queues it and waits.
   template <class Fill, class Read>
   Status submit(Fill fill, Read read, base::Deadline deadline) noexcept;
@@ -113,6 +141,8 @@ class ProgressThread final : public Api {
   std::atomic<std::size_t> queued_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> answered_{0};
+  /// Callers inside wait(): the thread backs off while there are any.
+  std::atomic<std::uint32_t> waiters_{0};
   std::mutex mu_;  ///< with cv_, where requesters sleep for their answer
   std::condition_variable cv_;
   std::thread thread_;

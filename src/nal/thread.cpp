@@ -4,6 +4,7 @@
 // caller. A caller whose deadline passes before the thread took its request
 // abandons it (the thread then drops it unread); once taken, a request is
 // always waited for, since dispatch never blocks.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -47,57 +48,101 @@ ProgressThread::~ProgressThread() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ProgressThread::run() noexcept {
-  while (true) {
-    std::uint32_t index = 0;
-    while (queue_.try_pop(index)) {
-      queued_.fetch_sub(1, std::memory_order_acq_rel);
-      Request& r = slots_[index];
-      {
-        std::lock_guard lock(mu_);
-        if (r.state == Request::State::abandoned) {
-          r.state = Request::State::free;
-          free_[free_count_++] = index;
-          cv_.notify_all();
-          continue;
-        }
-        r.state = Request::State::taken;
+void ProgressThread::drain() noexcept {
+  std::uint32_t index = 0;
+  while (queue_.try_pop(index)) {
+    queued_.fetch_sub(1, std::memory_order_acq_rel);
+    Request& r = slots_[index];
+    {
+      std::lock_guard lock(mu_);
+      if (r.state == Request::State::abandoned) {
+        r.state = Request::State::free;
+        free_[free_count_++] = index;
+        cv_.notify_all();
+        continue;
       }
-      core_.enter_critical();
-      Status s;
-      if (r.op == op_validate) {
-        auto v = core_.validate(r.base, r.extent);
-        if (v) r.region = *v;
-        s = v.status();
-      } else if (r.op == op_invalidate) {
-        s = core_.invalidate(r.region);
-      } else {
-        s = lib_.dispatch(r.op, r.args, r.ret);
-      }
-      core_.leave_critical();
-      answered_.fetch_add(1, std::memory_order_relaxed);
-      {
-        std::lock_guard lock(mu_);
-        r.status = s;
-        r.state = Request::State::answered;
-      }
-      cv_.notify_all();
+      r.state = Request::State::taken;
     }
-    if (stop_.load(std::memory_order_acquire) && queued_.load(std::memory_order_acquire) == 0)
-      break;
+    Status s;
+    if (r.op == op_validate) {
+      auto v = core_.validate(r.base, r.extent);
+      if (v) r.region = *v;
+      s = v.status();
+    } else if (r.op == op_invalidate) {
+      s = core_.invalidate(r.region);
+    } else {
+      s = lib_.dispatch(r.op, r.args, r.ret);
+    }
+    answered_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(mu_);
+      r.status = s;
+      r.state = Request::State::answered;
+    }
+    cv_.notify_all();
+  }
+}
+
+void ProgressThread::run() noexcept {
+  for (;;) {
+    // A caller drives the core in wait(): stay out of its way (on a 2-core
+    // machine a second spinning thread halves its speed), but keep an ear
+    // on stop and on the caller leaving.
+    if (waiters_.load(std::memory_order_acquire) != 0) {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [this] {
+        return waiters_.load(std::memory_order_acquire) == 0 ||
+               stop_.load(std::memory_order_acquire);
+      });
+      if (!stop_.load(std::memory_order_acquire)) continue;
+    }
     core_.enter_critical();
-    (void)core_.progress();
-    // Idle: sleep in the drivers, briefly, unless a request is queued.
-    if (queued_.load(std::memory_order_acquire) == 0 && core_.pending() == 0) {
-      (void)core_.wait(
-          [this] {
-            return queued_.load(std::memory_order_acquire) != 0 ||
-                   stop_.load(std::memory_order_acquire);
-          },
-          base::Deadline::after_ms(2));
+    drain();
+    const bool done =
+        stop_.load(std::memory_order_acquire) && queued_.load(std::memory_order_acquire) == 0;
+    if (!done) {
+      (void)core_.progress();
+      // Idle: sleep in the drivers (a packet wakes it), until a request,
+      // a stop or a waiting caller (forward() and wait() call wake()).
+      if (!interrupted() && waiters_.load(std::memory_order_acquire) == 0 && core_.pending() == 0)
+        (void)core_.wait(
+            [this] { return interrupted() || waiters_.load(std::memory_order_acquire) != 0; },
+            base::Deadline::after_ms(2));
     }
     core_.leave_critical();
+    if (done) break;
   }
+}
+
+Status ProgressThread::wait(Done done, void* arg, base::Deadline deadline) noexcept {
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  core_.wake();  // the thread leaves its sleep and the critical section
+  Status result = Status::timeout;
+  for (;;) {
+    core_.enter_critical();
+    drain();
+    bool ok = done(arg);
+    if (!ok) {
+      // Slices of at most a millisecond, so a request forwarded meanwhile
+      // (whose sender wakes this sleep) is answered between them.
+      const base::Deadline slice =
+          deadline.remaining_ns() < 1'000'000 ? deadline : base::Deadline::after_ms(1);
+      (void)core_.wait([&] { return done(arg) || interrupted(); }, slice);
+      drain();
+      ok = done(arg);
+    }
+    core_.leave_critical();
+    if (ok) {
+      result = Status::ok;
+      break;
+    }
+    if (deadline.expired()) break;
+  }
+  if (waiters_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock(mu_);  // the thread sleeps on cv_ under mu_
+    cv_.notify_all();
+  }
+  return result;
 }
 
 template <class Fill, class Read>
@@ -116,6 +161,9 @@ Status ProgressThread::submit(Fill fill, Read read, base::Deadline deadline) noe
   queued_.fetch_add(1, std::memory_order_acq_rel);
   // Never full: the queue has as many cells as there are slots.
   (void)queue_.try_push(index);
+  // Whoever drives the core (the thread, or a caller in wait()) may sleep
+  // in a driver: end that sleep so the request is answered now.
+  core_.wake();
   Request& r = slots_[index];
   std::unique_lock lock(mu_);
   bool done = cv_.wait_until(lock, deadline.time_point(),

@@ -59,6 +59,10 @@ class Recorder final : public Client {
     ++finalize_count[cookie];
     finalized.emplace_back(cookie, status);
   }
+  void peer_failed(Rank peer) noexcept override {
+    failed_peers.push_back(peer);
+    finalized_before_failure.push_back(finalized.size());
+  }
 
   /// recv() for parsed message `i` into buffers[i], mlen bytes.
   Status answer(std::size_t i, std::uint64_t mlen) {
@@ -79,6 +83,8 @@ class Recorder final : public Client {
   std::vector<Region> regions;
   std::map<void*, int> finalize_count;
   std::vector<std::pair<void*, Status>> finalized;
+  std::vector<Rank> failed_peers;                     ///< peer_failed() calls, in order
+  std::vector<std::size_t> finalized_before_failure;  ///< finalized.size() at each
 
  private:
   Core& core_;

@@ -159,5 +159,72 @@ TEST(Nal, CommunicationProgressesWhileTheApplicationComputes) {
   EXPECT_EQ(api_a.invalidate(*region), Status::ok);
 }
 
+/// Forwards a send of `n` bytes of `data` from rank 0 to rank 1.
+Status forward_send(Api& api, std::vector<std::byte>& data, core::Region region) {
+  struct {
+    core::Region region;
+    core::Rank peer;
+    std::size_t length;
+  } s{region, 1, data.size()};
+  std::array<std::byte, sizeof s> args{};
+  std::memcpy(args.data(), &s, sizeof s);
+  return api.forward(2, args, {}, base::Deadline::after_ms(20000));
+}
+
+TEST(Nal, WaitingCallerDrivesProgressAndAnswersOtherThreads) {
+  Pair p;
+  ToyLib lib_a(*p.a), lib_b(*p.b);
+  ProgressThread api_a(*p.a, lib_a), api_b(*p.b, lib_b);
+  std::vector<std::byte> data(100 << 10, std::byte{5});
+  auto region = api_a.validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  ASSERT_EQ(forward_send(api_a, data, *region), Status::ok);
+  // The receiver's caller waits for the message, driving rank 1 itself.
+  auto arrived = [&] { return lib_b.received.load() == 1; };
+  ASSERT_EQ(api_b.wait_until(arrived, base::Deadline::after_ms(20000)), Status::ok);
+  EXPECT_EQ(lib_b.inbox, data);
+  // While a caller waits on rank 0, another thread's forwards are answered
+  // (the progress thread stands back: the waiter answers them).
+  std::atomic<int> right{0};
+  std::atomic<bool> finished{false};
+  std::thread other([&] {
+    for (std::uint64_t i = 0; i < 100; ++i) {
+      auto args = add_args(i, 1);
+      std::array<std::byte, 8> ret{};
+      if (api_a.forward(1, args, ret, base::Deadline::after_ms(20000)) != Status::ok) continue;
+      std::uint64_t sum = 0;
+      std::memcpy(&sum, ret.data(), 8);
+      if (sum == i + 1) right.fetch_add(1);
+    }
+    finished.store(true);
+  });
+  auto all_answered = [&] { return finished.load() && lib_a.sent.load() == 1; };
+  EXPECT_EQ(api_a.wait_until(all_answered, base::Deadline::after_ms(30000)), Status::ok);
+  other.join();
+  EXPECT_EQ(right.load(), 100);
+  auto never = [] { return false; };
+  EXPECT_EQ(api_a.wait_until(never, base::Deadline::after_ms(5)), Status::timeout);
+}
+
+TEST(Nal, DirectWaitDrivesTheCore) {
+  Pair p;
+  ToyLib lib_a(*p.a), lib_b(*p.b);
+  Direct api_a(*p.a, lib_a), api_b(*p.b, lib_b);
+  std::vector<std::byte> data(200 << 10, std::byte{9});  // a rendezvous: both sides must progress
+  auto region = api_a.validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  ASSERT_EQ(forward_send(api_a, data, *region), Status::ok);
+  std::thread sender([&] {
+    auto sent = [&] { return lib_a.sent.load() == 1; };
+    EXPECT_EQ(api_a.wait_until(sent, base::Deadline::after_ms(20000)), Status::ok);
+  });
+  auto arrived = [&] { return lib_b.received.load() == 1; };
+  EXPECT_EQ(api_b.wait_until(arrived, base::Deadline::after_ms(20000)), Status::ok);
+  sender.join();
+  EXPECT_EQ(lib_b.inbox, data);
+  auto never = [] { return false; };
+  EXPECT_EQ(api_b.wait_until(never, base::Deadline::after_ms(5)), Status::timeout);
+}
+
 }  // namespace
 }  // namespace pier::nal

@@ -1,0 +1,95 @@
+// The interface the upper layers asked for: peer_failed(), gate_status(),
+// detach(), the eager limit in Settings, and PIER_DRIVERS.
+#include <gtest/gtest.h>
+
+#include "cluster.hpp"
+
+namespace pier::core::test {
+namespace {
+
+void* cookie(int i) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(0x5000 + i));
+}
+
+TEST(Interface, PeerFailedIsToldOnceAfterItsOperationsFinalized) {
+  Cluster c(3, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& r1 = *c.clients[1];
+  r1.defer = true;  // the rendezvous is pending when rank 1 dies
+  auto big = pattern(1 << 20, 1);
+  ASSERT_EQ(c.send(0, 1, big, cookie(1)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return r1.parsed.size() == 1; }));
+  EXPECT_EQ(c.cores[0]->gate_status(1), Status::ok);
+  c.cores[1].reset();
+  Recorder& tx = *c.clients[0];
+  ASSERT_TRUE(c.run_until([&] { return !tx.failed_peers.empty(); }));
+  for (int i = 0; i < 50; ++i) c.progress_all();
+  ASSERT_EQ(tx.failed_peers, std::vector<Rank>{1});
+  EXPECT_EQ(tx.finalized_before_failure[0], 1u);  // cookie(1) ended first
+  EXPECT_EQ(tx.finalize_count[cookie(1)], 1);
+  EXPECT_EQ(c.cores[0]->gate_status(1), Status::broken);
+  EXPECT_EQ(c.cores[0]->gate_status(2), Status::ok);
+  EXPECT_EQ(c.cores[0]->gate_status(3), Status::invalid_argument);
+  EXPECT_TRUE(c.clients[2]->failed_peers.empty() || c.clients[2]->failed_peers[0] == 1);
+}
+
+TEST(Interface, DetachCleansWhatTheClientLeftAndStopsItsCallbacks) {
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[1];
+  rx.defer = true;
+  auto small = pattern(100, 1);
+  auto big = pattern(1 << 20, 2);
+  ASSERT_EQ(c.send(0, 1, small, cookie(1)), Status::ok);
+  ASSERT_EQ(c.send(0, 1, big, cookie(2)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return rx.parsed.size() == 2; }));
+  EXPECT_EQ(c.cores[1]->detach(wire::Upper::port, c.clients[0].get()), Status::invalid_argument);
+  ASSERT_EQ(c.cores[1]->detach(wire::Upper::port, &rx), Status::ok);
+  EXPECT_EQ(c.cores[1]->detach(wire::Upper::port, &rx), Status::invalid_argument);
+  // The sender completes both: the receiver cleaned them from the wire.
+  Recorder& tx = *c.clients[0];
+  ASSERT_TRUE(c.run_until([&] { return tx.finalized.size() == 2; }));
+  for (auto& [ck, st] : tx.finalized) EXPECT_EQ(st, Status::ok);
+  EXPECT_TRUE(rx.finalized.empty());
+  EXPECT_EQ(c.cores[1]->pending(), 0u);
+  // A new client takes the slot and gets the next message.
+  Recorder again(*c.cores[1]);
+  ASSERT_EQ(c.cores[1]->attach(wire::Upper::port, &again, header_size), Status::ok);
+  ASSERT_EQ(c.send(0, 1, small, cookie(3)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return again.finalized.size() == 1; }));
+  EXPECT_EQ(again.buffers[0], small);
+  EXPECT_EQ(rx.parsed.size(), 2u);
+}
+
+TEST(Interface, SettingsGiveTheRealEagerLimit) {
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  const std::size_t limit = c.cores[0]->settings().eager_max;
+  ASSERT_GT(limit, header_size);
+  EXPECT_EQ(c.cores[0]->gate_info(1)->eager_limit, limit);
+  auto fits = pattern(limit - header_size, 1);
+  auto over = pattern(limit - header_size + 1, 2);
+  const Stats before = c.cores[0]->stats();
+  ASSERT_EQ(c.send(0, 1, fits, cookie(1)), Status::ok);
+  ASSERT_EQ(c.send(0, 1, over, cookie(2)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() == 2; }));
+  EXPECT_EQ(c.cores[0]->stats().eager_sent, before.eager_sent + 1);
+  EXPECT_EQ(c.cores[0]->stats().rdv_sent, before.rdv_sent + 1);
+  EXPECT_EQ(c.clients[1]->buffers[1], over);
+}
+
+TEST(Interface, DriversKeyOverridesCoreDrivers) {
+  config::ScopedSet core_drivers{"CORE_DRIVERS", "fault:self"};
+  {
+    auto c = Core::create(0, 1);
+    ASSERT_TRUE(c);
+    EXPECT_EQ((*c)->settings().drivers, "fault:self");
+  }
+  config::ScopedSet drivers{"DRIVERS", "self"};
+  auto c = Core::create(0, 1);
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*c)->settings().drivers, "self");
+}
+
+}  // namespace
+}  // namespace pier::core::test
