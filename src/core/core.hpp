@@ -109,7 +109,8 @@ struct Stats {
   std::uint64_t eager_sent = 0, rdv_sent = 0, eager_received = 0, rdv_received = 0;
   std::uint64_t rtr_sent = 0, credit_packets = 0, reordered = 0, duplicates = 0;
   std::uint64_t finalized = 0, deferred_recvs = 0, gates_failed = 0, rails_failed = 0;
-  std::uint64_t prefetches = 0, prefetch_hits = 0;     ///< send_prefetch()es, and those posted
+  std::uint64_t prefetches = 0, prefetch_hits = 0;  ///< send_prefetch()es, and those posted
+  std::uint64_t probes = 0;  ///< numbered probes sent on quiet gates with protocol state
   std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
 };
 

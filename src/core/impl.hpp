@@ -141,6 +141,10 @@ class Core::Impl {
   void visit(Gate& gate, bool sweep) noexcept;
   /// Whether the gate has anything a pass must look at besides receiving.
   bool busy(const Gate& gate) const noexcept;
+  /// Sends a numbered probe on priorities quiet for a while (see progress.cpp).
+  void probe_if_quiet(Gate& gate, std::int64_t now) noexcept;
+  /// The peer probed: one numbered packet per priority we have sent on.
+  void answer_probe(Gate& gate, std::int64_t now) noexcept;
   /// Puts the gate on the dirty list when it has work (cheap when it has not).
   void touch(Gate& gate) noexcept {
     if (!gate.dirty && busy(gate)) {

@@ -93,8 +93,19 @@ void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
       in = next;
     }
   }
-  flush(gate);
   std::int64_t now = 0;
+  if (gate.state == GateState::connected && (gate.sends != nullptr || gate.recvs != nullptr)) {
+    now = base::now_ns();
+    probe_if_quiet(gate, now);
+  } else {
+    gate.probe_at_ns = 0;
+  }
+  if (gate.probe_asked && gate.state == GateState::connected) {
+    gate.probe_asked = false;
+    if (now == 0) now = base::now_ns();
+    answer_probe(gate, now);
+  }
+  flush(gate);
   for (Priority& p : gate.prio) {
     if (p.stash.empty() || gate.state == GateState::failed) continue;
     if (now == 0) now = base::now_ns();
@@ -106,13 +117,49 @@ void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
   reap(gate);
 }
 
+void Core::Impl::probe_if_quiet(Gate& gate, std::int64_t now) noexcept {
+  // A lost rts, rtr or ack followed by no other packet would leave both
+  // sides waiting forever: the receiver sees a hole only when a later
+  // packet arrives. So a gate with protocol state outstanding sends a
+  // numbered (credit) packet on each priority it has been quiet on; a peer
+  // missing a packet then sees the hole and fails the gate after
+  // CORE_GAP_LIMIT_MS, which tears the connection down for both sides.
+  const std::int64_t period =
+      std::max<std::int64_t>(1, std::int64_t{settings_.gap_limit_ms} / 4) * 1'000'000;
+  if (gate.probe_at_ns != 0 && now >= gate.probe_at_ns) {
+    for (std::uint8_t p = 0; p < wire::priority_count; ++p) {
+      if (gate.prio[p].send_seq != gate.probe_seq[p] || gate.prio[p].send_seq == 0) continue;
+      if (Ctrl* c = new_ctrl(gate, wire::PacketType::credit, p, {})) {
+        gate.ctrl_pending.push(c);
+        ++stats_.probes;
+      }
+    }
+  } else if (gate.probe_at_ns != 0) {
+    return;
+  }
+  gate.probe_at_ns = now + period;
+  for (std::size_t p = 0; p < wire::priority_count; ++p) gate.probe_seq[p] = gate.prio[p].send_seq;
+}
+
+void Core::Impl::answer_probe(Gate& gate, std::int64_t now) noexcept {
+  // At most once per probe period: two sides answering each other's empty
+  // answers would otherwise chatter for ever.
+  if (now < gate.answer_at_ns) return;
+  gate.answer_at_ns =
+      now + std::max<std::int64_t>(1, std::int64_t{settings_.gap_limit_ms} / 4) * 1'000'000;
+  for (std::uint8_t p = 0; p < wire::priority_count; ++p)
+    if (gate.prio[p].send_seq != 0)
+      if (Ctrl* c = new_ctrl(gate, wire::PacketType::credit, p, {})) gate.ctrl_pending.push(c);
+}
+
 bool Core::Impl::busy(const Gate& g) const noexcept {
   if (g.state == GateState::failed || !g.active) return false;
   if (g.state != GateState::connected) return true;
   for (const Rail& r : g.rails)
     if (r.dying || !r.inflight.empty() || !r.large_send.empty() || !r.large_recv.empty())
       return true;
-  if (g.acks_waiting || small_work(g)) return true;
+  if (g.acks_waiting || g.probe_asked || small_work(g)) return true;
+  if (g.sends != nullptr || g.recvs != nullptr) return true;  // probes when quiet
   for (const Priority& p : g.prio)
     if (!p.stash.empty()) return true;
   return false;

@@ -137,6 +137,12 @@ Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
     case wire::PacketType::ack:
       gate.give_slot(slot);
       return ack_arrival(gate, payload);
+    case wire::PacketType::credit:
+      // One with no credit in it is a probe (progress.cpp): answer, so a
+      // packet of ours the peer lost shows as a hole there too.
+      if (h.credit_return == 0) gate.probe_asked = true;
+      gate.give_slot(slot);
+      return Status::ok;
     default:
       gate.give_slot(slot);
       return Status::ok;

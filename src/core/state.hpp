@@ -203,6 +203,12 @@ struct Gate {
   std::size_t eager_limit = 0;     ///< largest eager payload (without upper header)
   std::size_t split_min = 0;
   std::int64_t last_heard_ns = 0;
+  /// Quiet-gate probes: when the next check is due (0: not armed), and each
+  /// priority's send_seq at the last check.
+  std::int64_t probe_at_ns = 0;
+  std::array<std::uint32_t, wire::priority_count> probe_seq{};
+  bool probe_asked = false;       ///< the peer probed us: answer once per period
+  std::int64_t answer_at_ns = 0;  ///< no answer before this
   bool acks_waiting = false;
   bool active = true;  ///< the loopback gate starts inactive: no pass visits it until a send
   bool dirty = false;  ///< in Impl::dirty_: the next pass visits it

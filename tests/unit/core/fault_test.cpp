@@ -128,8 +128,8 @@ TEST(Fault, DroppedOrTruncatedPacketsFailThePeerNeverHang) {
       config::ScopedSet s("FAULT_SEED", std::to_string(seed));
       Cluster c(2, "fault:self");
       ASSERT_EQ(c.status, Status::ok);
-      // Eager only: a lost rts or rtr has no deadline in the core (the LIB
-      // may defer its answer for as long as it likes).
+      // Eager only here; LostRendezvousControlWithNoLaterTrafficFailsThePeer
+      // covers a lost rts or rtr.
       std::vector<std::size_t> sizes(40, 700);
       Outcome o = run_stream(c, sizes);
       EXPECT_LE(o.delivered, sizes.size());
@@ -204,6 +204,26 @@ TEST(Failure, PeerDeathFailsItsOperationsOnlyAndLaterSendsAtOnce) {
   ASSERT_EQ(c.send(0, 2, small, cookie(4)), Status::ok);
   ASSERT_TRUE(c.run_until([&] { return tx.finalized.size() == 3; }));
   EXPECT_EQ(tx.finalized.back(), std::make_pair(cookie(4), Status::ok));
+}
+
+/// A lost rts (or rtr) with no later traffic: the side holding protocol
+/// state probes the quiet gate, the peer sees the hole, and the send ends
+/// with an error instead of waiting forever.
+TEST(Fault, LostRendezvousControlWithNoLaterTrafficFailsThePeer) {
+  config::ScopedSet gap("CORE_GAP_LIMIT_MS", "100");
+  for (const char* plan : {"drop@1,track=small", "drop@2,track=small"}) {
+    SCOPED_TRACE(plan);
+    config::ScopedSet p("FAULT_PLAN", plan);
+    config::ScopedSet s("FAULT_SEED", "1");
+    Cluster c(2, "fault:self");
+    ASSERT_EQ(c.status, Status::ok);
+    auto big = pattern(200000, 3);
+    ASSERT_EQ(c.send(0, 1, big, cookie(1)), Status::ok);
+    Recorder& tx = *c.clients[0];
+    ASSERT_TRUE(c.run_until([&] { return tx.finalized.size() == 1; }, 20000)) << describe(c);
+    EXPECT_EQ(tx.finalize_count[cookie(1)], 1);
+    EXPECT_GT(c.cores[0]->stats().probes + c.cores[1]->stats().probes, 0u);
+  }
 }
 
 }  // namespace
