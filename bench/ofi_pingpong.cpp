@@ -11,6 +11,8 @@
 //              raised), the same path fi_pingpong takes.
 // Each figure is the median of --reps repetitions, with min and max.
 // usage: ofi_pingpong [--providers tcp,shm] [--reps N] [--lat-iters N] [--bw-iters N]
+// On a loaded machine, `chrt -f 10 ofi_pingpong ...` keeps other tenants off
+// the cores for the run (every process of both programs inherits it; all spin).
 #include "base/config.hpp"
 #include "drivers/ofi/ofi.hpp"
 
