@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "base/config.hpp"
@@ -86,7 +87,7 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
       ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
       chunks_((std::size_t{settings.send_msgs} + settings.recv_msgs) * max_chunks),
       regions_(4096),
-      completions_(settings.send_msgs + settings.recv_msgs + 8) {
+      completions_(std::bit_ceil(std::size_t{settings.send_msgs} + settings.recv_msgs + 8)) {
   // Each live state yields at most one completion and a send may finish at
   // once (the fast path holds no state): keeping live sends plus queued
   // completions under send_msgs + 8 leaves the receive states their share
@@ -355,7 +356,8 @@ void Core::Impl::unlink(Gate& gate, Incoming& in) noexcept {
 void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
   m.state = SendState::completed;
   if (m.cookie) {
-    Completion& c = completions_[(completion_head_ + completion_count_) % completions_.size()];
+    Completion& c =
+        completions_[(completion_head_ + completion_count_) & (completions_.size() - 1)];
     c = {clients_[static_cast<std::size_t>(m.upper)], m.cookie, status};
     ++completion_count_;
   }
@@ -370,7 +372,8 @@ void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
 void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
   in.state = RecvState::completed;
   if (in.cookie) {
-    Completion& c = completions_[(completion_head_ + completion_count_) % completions_.size()];
+    Completion& c =
+        completions_[(completion_head_ + completion_count_) & (completions_.size() - 1)];
     c = {clients_[static_cast<std::size_t>(in.upper)], in.cookie, status};
     ++completion_count_;
   }
@@ -510,7 +513,7 @@ Status Core::detach(wire::Upper upper, Client* client) noexcept {
     I.touch(*g);
   }
   for (std::size_t i = 0; i < I.completion_count_; ++i) {
-    Completion& c = I.completions_[(I.completion_head_ + i) % I.completions_.size()];
+    Completion& c = I.completions_[(I.completion_head_ + i) & (I.completions_.size() - 1)];
     if (c.client == client) c.client = nullptr;
   }
   I.clients_[u] = nullptr;
@@ -625,13 +628,24 @@ Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t 
   std::byte* dest = nullptr;
   RegionEntry* entry = nullptr;
   if (Status s = I.resolve(region, offset, mlen, &entry, &dest); s != Status::ok) return s;
-  if (entry != nullptr) ++entry->pins;
-  in->region = entry;
+  // An eager payload is copied during this call: only a rendezvous keeps
+  // the region in use.
+  if (in->rendezvous && entry != nullptr) {
+    ++entry->pins;
+    in->region = entry;
+  }
   if (in == I.parsing_) I.parse_answered_ = true;
   Gate& gate = *in->gate;
-  Status s =
-      in->rendezvous ? I.rdv_recv(*in, cookie, dest, mlen) : I.eager_recv(*in, cookie, dest, mlen);
-  I.touch(gate);
+  const std::uint8_t priority = in->priority;
+  if (in->rendezvous) {
+    Status s = I.rdv_recv(*in, cookie, dest, mlen);
+    I.touch(gate);
+    return s;
+  }
+  Status s = I.eager_recv(*in, cookie, dest, mlen);
+  // An eager message leaves only its credit to give back: worth a pass
+  // once enough are owed (else the next packet to the peer carries it).
+  if (gate.prio[priority].owed >= I.credit_threshold_) I.touch(gate);
   return s;
 }
 

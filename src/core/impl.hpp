@@ -199,7 +199,7 @@ class Core::Impl {
   base::Pool<Ctrl> ctrls_;
   base::Pool<Chunk> chunks_;
   base::Pool<RegionEntry> regions_;
-  std::vector<Completion> completions_;  ///< ring, fixed capacity
+  std::vector<Completion> completions_;  ///< ring, fixed capacity, a power of two
   std::size_t completion_head_ = 0;
   std::size_t completion_count_ = 0;
   std::uint64_t next_slot_id_ = 0;
@@ -208,6 +208,9 @@ class Core::Impl {
   std::uint64_t passes_ = 0;
   Incoming* parsing_ = nullptr;  ///< the message inside lib_parse now
   bool parse_answered_ = false;  ///< recv() was called for it
+  /// The last packet on_packet() took was an in-order eager message with
+  /// nothing stashed: its gate needs no check (see poll_small_recv).
+  bool quiet_arrival_ = false;
   Stats stats_;
   std::mutex critical_;
   /// Peers whose gate failed, told to the clients after the finalizes.

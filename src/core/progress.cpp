@@ -181,7 +181,7 @@ void Core::Impl::rebuild_polled() noexcept {
 void Core::Impl::run_completions() noexcept {
   while (completion_count_ > 0) {
     const Completion c = completions_[completion_head_];
-    completion_head_ = (completion_head_ + 1) % completions_.size();
+    completion_head_ = (completion_head_ + 1) & (completions_.size() - 1);
     --completion_count_;
     ++stats_.finalized;
     if (c.client) c.client->lib_finalize(c.cookie, c.status);

@@ -51,13 +51,15 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
       PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
       return fail_gate(gate, s);
     }
-    // An eager message answered in lib_parse leaves nothing to do; anything
-    // else (control packets, deferral, credits to give back) marks the gate.
-    touch(gate);
+    // An eager message answered in lib_parse leaves nothing to do (recv()
+    // marked the gate if credits are due); anything else (control packets,
+    // packets out of order) may have, so the gate is checked.
+    if (!quiet_arrival_) touch(gate);
   }
 }
 
 Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept {
+  quiet_arrival_ = false;
   auto frame = wire::FrameHeader::decode(bytes);
   if (!frame) return frame.status();
   const wire::FrameHeader& h = *frame;
@@ -90,6 +92,7 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
     ++stats_.reordered;
     return Status::ok;
   }
+  quiet_arrival_ = h.type == wire::PacketType::eager && p.stash.empty();
   Status s = on_ordered(gate, h, payload, -1);
   if (s != Status::ok) return s;
   // Anything stashed that is now in sequence.
