@@ -130,6 +130,29 @@ Result<std::string> format_v2(const Command& command) {
   return fmt::format("{:>6}", body.size()) + body;
 }
 
+Result<std::optional<Message>> Reader::next_multi_line(std::string_view rest) {
+  // "mcmd=spawn\nnprocs=2\n...\nendcmd\n": one command over several lines,
+  // returned as one line of its key=value pairs (the "endcmd" left out).
+  std::string joined;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t nl = rest.find('\n', at);
+    if (nl == std::string_view::npos) {
+      if (rest.size() > max_message) return Status::malformed;
+      return std::optional<Message>{};
+    }
+    std::string_view line = rest.substr(at, nl - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    at = nl + 1;
+    if (line == "endcmd") break;
+    if (at > max_message) return Status::malformed;
+    if (!joined.empty()) joined.push_back(' ');
+    joined.append(line);
+  }
+  start_ += at;
+  return std::optional<Message>{Message{Framing::v1, std::move(joined)}};
+}
+
 Result<std::optional<Message>> Reader::next() {
   // Keep the buffer from growing with consumed bytes.
   if (start_ > 0 && start_ * 2 >= buffer_.size()) {
@@ -148,6 +171,7 @@ Result<std::optional<Message>> Reader::next() {
       return std::optional<Message>{};
     }
     if (!starts_message_v1(rest)) return Status::malformed;
+    if (rest.starts_with("mcmd=")) return next_multi_line(rest);
     std::string line(rest.substr(0, nl));
     start_ += nl + 1;
     return std::optional<Message>{Message{Framing::v1, std::move(line)}};

@@ -77,6 +77,8 @@ class Reader {
   std::size_t pending() const noexcept { return buffer_.size() - start_; }
 
  private:
+  /// PMI-1 "mcmd=" commands span lines up to "endcmd".
+  Result<std::optional<Message>> next_multi_line(std::string_view rest);
   std::string buffer_;
   std::size_t start_ = 0;
 };

@@ -111,5 +111,23 @@ TEST(PmixBackEnd, MpirunStartsTwoRanksThatExchangeThroughPmix) {
   EXPECT_EQ(count(o, "/2 via pmix: ok"), 2) << o.output;
 }
 
+TEST(PmixBackEnd, RanksOfAnotherPierVersionFailTheirFirstFence) {
+  if (!LAUNCH_HAVE_PMIX) GTEST_SKIP() << "pier built without libpmix";
+  const std::string mpirun = find_mpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "no mpirun in PATH (Open MPI not installed)";
+  const Outcome probe = run_command(mpirun_spec(mpirun, 1, {"/bin/true"}));
+  if (probe.timed_out || probe.exit_code != 0)
+    GTEST_SKIP() << "mpirun cannot run a job here (exit " << probe.exit_code << ")";
+  // Rank 0 claims pier 9.9.9: rank 1 must stop at its first fence, naming
+  // both versions, and the job must end (mpirun stops rank 0).
+  const Outcome o = run_command(mpirun_spec(mpirun, 2, {BOOT_EXCHANGE_PATH, "pmix-fake-version"}));
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o,
+                  "exchange rank 1: fence failed (version_mismatch): rank 0 runs pier 9.9.9, "
+                  "pmix keys 1 but this process (rank 1) runs pier "))
+      << o.output;
+}
+
 }  // namespace
 }  // namespace pier::multiproc

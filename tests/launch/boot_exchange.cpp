@@ -5,11 +5,18 @@
 //                            cannot carry as is; every rank reads every
 //                            rank's values; a missing key is not_found.
 // METHOD, when given, is the back end that must have been chosen.
+//   boot_exchange pmix-fake-version   under PMIx: rank 0 then publishes
+//                            "pier 9.9.9" as its pier version (raw PMIx), so
+//                            the other ranks' first fence must fail naming it.
 // Prints "exchange rank R/N via M: ok"; exits 0 on success, 2 when the
 // bootstrap failed (its error printed), 1 on wrong data.
 #include "boot/boot.hpp"
 
 #include <fmt/format.h>
+
+#ifdef LAUNCH_HAVE_PMIX_CLIENT
+#include <pmix.h>
+#endif
 
 #include <string>
 
@@ -38,7 +45,29 @@ int main(int argc, char** argv) {
   }
   Bootstrap& boot = **opened;
   const auto me = boot.rank();
-  if (argc > 1 && boot.method() != argv[1]) {
+  const bool fake_version = argc > 1 && std::string(argv[1]) == "pmix-fake-version";
+  if (fake_version) {
+#ifdef LAUNCH_HAVE_PMIX_CLIENT
+    if (me == 0) {
+      // A second PMIx_Init is reference counted; the put replaces pier's own.
+      pmix_proc_t proc;
+      PMIX_PROC_CONSTRUCT(&proc);
+      pmix_value_t v;
+      PMIX_VALUE_CONSTRUCT(&v);
+      v.type = PMIX_STRING;
+      v.data.string = const_cast<char*>("pier 9.9.9, pmix keys 1");
+      if (PMIx_Init(&proc, nullptr, 0) != PMIX_SUCCESS ||
+          PMIx_Put(PMIX_GLOBAL, "pier-boot-version", &v) != PMIX_SUCCESS ||
+          PMIx_Commit() != PMIX_SUCCESS) {
+        fmt::print("exchange rank 0: cannot publish the fake version\n");
+        return 1;
+      }
+    }
+#else
+    fmt::print("exchange: built without libpmix\n");
+    return 1;
+#endif
+  } else if (argc > 1 && boot.method() != argv[1]) {
     fmt::print("exchange rank {}: method {} instead of {}\n", me, boot.method(), argv[1]);
     return 1;
   }

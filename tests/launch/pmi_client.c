@@ -12,6 +12,11 @@
  *                            enter a barrier, which must fail, not hang
  *   pmi_client leave R       rank R exits 0 without PMI; the others' barrier
  *                            must fail
+ *   pmi_client names1        PMI-1 name service: rank 0 publishes, everyone
+ *                            looks it up, a second publish and a lookup after
+ *                            unpublish fail; a spawn (mcmd block) is refused
+ *   pmi_client names2        the same in PMI-2 (name-publish, name-lookup,
+ *                            name-unpublish, spawn)
  *
  * Every read has a 20 s deadline. Prints "pmi rank R: ..." lines; exits 0 on
  * success, 3 when a barrier failed as the server closed the connection, 1 on
@@ -244,6 +249,114 @@ static int run_v1(void) {
   return 0;
 }
 
+/* MPI_LOCALNRANKS and MPI_LOCALRANKID, as hydra sets them: one node. */
+static void check_local_env(void) {
+  if (env_int("MPI_LOCALNRANKS") != size || env_int("MPI_LOCALRANKID") != rank)
+    fail("MPI_LOCALNRANKS=%s MPI_LOCALRANKID=%s", getenv("MPI_LOCALNRANKS"),
+         getenv("MPI_LOCALRANKID"));
+}
+
+static int run_names1(void) {
+  char buf[600], value[600];
+  check_local_env();
+  v1_init();
+  if (rank == 0)
+    v1_expect_rc0(
+        v1_call("cmd=publish_name service=pier-svc port=tcp://10.0.0.1:7\n", "publish_result"),
+        "publish_name");
+  v1_barrier_or_exit();
+  char* line = v1_call("cmd=lookup_name service=pier-svc\n", "lookup_result");
+  v1_expect_rc0(line, "lookup_name");
+  if (!v1_get(line, "port", value, sizeof value) || strcmp(value, "tcp://10.0.0.1:7") != 0)
+    fail("lookup_name: %s", line);
+  v1_barrier_or_exit();
+  if (rank == 1) {
+    line = v1_call("cmd=publish_name service=pier-svc port=other\n", "publish_result");
+    if (!line || !v1_get(line, "rc", value, sizeof value) || strcmp(value, "0") == 0)
+      fail("a second publish of one name succeeded: %s", line ? line : "closed");
+  }
+  v1_barrier_or_exit();
+  if (rank == 0)
+    v1_expect_rc0(v1_call("cmd=unpublish_name service=pier-svc\n", "unpublish_result"),
+                  "unpublish_name");
+  v1_barrier_or_exit();
+  line = v1_call("cmd=lookup_name service=pier-svc\n", "lookup_result");
+  if (!line || !v1_get(line, "rc", value, sizeof value) || strcmp(value, "0") == 0)
+    fail("an unpublished name was found: %s", line ? line : "closed");
+  if (rank == 0) {
+    /* PMI_Spawn_multiple's wire form: one block per spawn, then one answer. */
+    snprintf(buf, sizeof buf,
+             "mcmd=spawn\nnprocs=2\nexecname=/bin/true\ntotspawns=1\nspawnssofar=1\n"
+             "argcnt=1\narg1=hello world\npreput_num=0\ninfo_num=0\nendcmd\n");
+    line = v1_call(buf, "spawn_result");
+    if (!line || !v1_get(line, "rc", value, sizeof value) || strcmp(value, "0") == 0)
+      fail("spawn was not refused: %s", line ? line : "closed");
+    if (!v1_get(line, "msg", value, sizeof value) || !strstr(value, "not_supported"))
+      fail("spawn refused without a reason: %s", line);
+    printf("pmi rank %d: spawn refused: %s\n", rank, value);
+  }
+  v1_barrier_or_exit();
+  v1_expect_rc0(v1_call("cmd=finalize\n", "finalize_ack"), "finalize");
+  printf("pmi rank %d: names v1 ok\n", rank);
+  return 0;
+}
+
+/* A PMI-2 call whose rc may be anything. */
+static char* v2_call_any(const char* body, const char* expect_cmd) {
+  v2_send(body);
+  char* answer = v2_read();
+  char cmd[64];
+  if (!answer || !v2_get(answer, "cmd", cmd, sizeof cmd) || strcmp(cmd, expect_cmd) != 0)
+    fail("asked '%s', got '%s'", body, answer ? answer : "closed");
+  return answer;
+}
+
+static void v2_fence_or_exit(void) {
+  if (!v2_call("cmd=kvs-fence;", "kvs-fence-response")) {
+    printf("pmi rank %d: barrier failed: connection closed\n", rank);
+    exit(3);
+  }
+}
+
+static int run_names2(void) {
+  char buf[600], value[600];
+  check_local_env();
+  v1_expect_rc0(v1_call("cmd=init pmi_version=2 pmi_subversion=0\n", "response_to_init"), "init");
+  snprintf(buf, sizeof buf, "cmd=fullinit;pmirank=%d;threaded=FALSE;", rank);
+  if (!v2_call(buf, "fullinit-response")) fail("fullinit: connection closed");
+  if (rank == 0 &&
+      !v2_call("cmd=name-publish;name=pier-svc2;port=tag;;x;", "name-publish-response"))
+    fail("name-publish: connection closed");
+  v2_fence_or_exit();
+  char* a = v2_call("cmd=name-lookup;name=pier-svc2;", "name-lookup-response");
+  if (!a || !v2_get(a, "port", value, sizeof value) || strcmp(value, "tag;x") != 0)
+    fail("name-lookup: %s", a ? a : "closed");
+  v2_fence_or_exit();
+  if (rank == 0 && !v2_call("cmd=name-unpublish;name=pier-svc2;", "name-unpublish-response"))
+    fail("name-unpublish: connection closed");
+  v2_fence_or_exit();
+  a = v2_call_any("cmd=name-lookup;name=pier-svc2;", "name-lookup-response");
+  if (!v2_get(a, "rc", value, sizeof value) || strcmp(value, "0") == 0)
+    fail("an unpublished name was found: %s", a);
+  if (rank == 0) {
+    a = v2_call_any(
+        "cmd=spawn;thrid=5;ncmds=1;preputcount=0;ppkey0=;ppval0=;subcmd=/bin/true;"
+        "maxprocs=2;argc=0;infokeycount=0;",
+        "spawn-response");
+    if (!v2_get(a, "rc", value, sizeof value) || strcmp(value, "0") == 0)
+      fail("spawn was not refused: %s", a);
+    if (!v2_get(a, "thrid", value, sizeof value) || strcmp(value, "5") != 0)
+      fail("spawn answer lost the thrid: %s", a);
+    if (!v2_get(a, "errmsg", value, sizeof value) || !strstr(value, "not supported"))
+      fail("spawn refused without a reason: %s", a);
+    printf("pmi rank %d: spawn refused: %s\n", rank, value);
+  }
+  v2_fence_or_exit();
+  if (!v2_call("cmd=finalize;", "finalize-response")) fail("finalize: connection closed");
+  printf("pmi rank %d: names v2 ok\n", rank);
+  return 0;
+}
+
 static int run_v2(void) {
   char buf[1100], value[1100], jobid[300];
   {
@@ -288,12 +401,14 @@ static int run_v2(void) {
 
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc < 2) fail("usage: pmi_client v1|v2|abort R|leave R");
+  if (argc < 2) fail("usage: pmi_client v1|v2|names1|names2|abort R|leave R");
   fd = env_int("PMI_FD");
   rank = env_int("PMI_RANK");
   size = env_int("PMI_SIZE");
   if (strcmp(argv[1], "v1") == 0) return run_v1();
   if (strcmp(argv[1], "v2") == 0) return run_v2();
+  if (strcmp(argv[1], "names1") == 0) return run_names1();
+  if (strcmp(argv[1], "names2") == 0) return run_names2();
   if (argc < 3) fail("usage: pmi_client abort R|leave R");
   int target = atoi(argv[2]);
   if (strcmp(argv[1], "abort") == 0) {

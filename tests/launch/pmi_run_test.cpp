@@ -43,6 +43,23 @@ TEST_P(PmiRanks, Pmi2ExchangeReachesEveryRank) {
   EXPECT_EQ(count(o, ": v2 ok, size " + std::to_string(GetParam())), GetParam()) << o.output;
 }
 
+TEST_P(PmiRanks, Pmi1NameServiceAndRefusedSpawn) {
+  const Outcome o = run({"names1"}, GetParam());
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(count(o, ": names v1 ok"), GetParam()) << o.output;
+  EXPECT_TRUE(has(o, "pmi rank 0: spawn refused: spawn_is_not_supported_by_pier-run")) << o.output;
+  EXPECT_TRUE(has(o, "pier-run: rank 0 asked PMI to spawn 2 processes of /bin/true")) << o.output;
+}
+
+TEST_P(PmiRanks, Pmi2NameServiceAndRefusedSpawn) {
+  const Outcome o = run({"names2"}, GetParam());
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(count(o, ": names v2 ok"), GetParam()) << o.output;
+  EXPECT_TRUE(has(o, "pmi rank 0: spawn refused: spawn is not supported by pier-run")) << o.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, PmiRanks, ::testing::Values(2, 3, 4),
                          [](const auto& p) { return "n" + std::to_string(p.param); });
 

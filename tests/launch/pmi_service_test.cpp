@@ -56,6 +56,46 @@ TEST(PmiService, PutThenGetAcrossVersions) {
   EXPECT_NE(out[0].bytes.find("rc=-1"), std::string::npos) << out[0].bytes;
 }
 
+TEST(PmiService, PublishedNamesAreSharedAcrossVersionsAndUnique) {
+  Fixture f(2);
+  auto out = f.send(0, "cmd=publish_name service=svc port=p:1");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, "cmd=publish_result rc=0 msg=success\n");
+  out = f.send(1, "cmd=name-publish;name=svc;port=p:2;", Framing::v2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("rc=-1;errmsg=service svc is already published;"), std::string::npos)
+      << out[0].bytes;
+  out = f.send(1, "cmd=name-lookup;thrid=3;name=svc;", Framing::v2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("cmd=name-lookup-response;thrid=3;found=TRUE;port=p:1;"),
+            std::string::npos)
+      << out[0].bytes;
+  out = f.send(1, "cmd=unpublish_name service=svc");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, "cmd=unpublish_result rc=0 msg=success\n");
+  out = f.send(0, "cmd=lookup_name service=svc");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, "cmd=lookup_result rc=-1 msg=service_svc_is_not_published\n");
+}
+
+TEST(PmiService, SpawnIsRefusedWithAnAnswerAfterTheLastBlock) {
+  Fixture f(1);
+  EXPECT_TRUE(f.send(0, "mcmd=spawn nprocs=1 execname=a totspawns=2 spawnssofar=1").empty());
+  auto out = f.send(0, "mcmd=spawn nprocs=1 execname=b totspawns=2 spawnssofar=2");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, "cmd=spawn_result rc=-1 msg=spawn_is_not_supported_by_pier-run\n");
+  EXPECT_FALSE(out[0].close_after);
+  out = f.send(0, "cmd=spawn;thrid=9;subcmd=x;maxprocs=3;", Framing::v2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].bytes.find("cmd=spawn-response;thrid=9;rc=-1;errmsg=spawn is not supported"),
+            std::string::npos)
+      << out[0].bytes;
+  const auto notes = f.service.take_notes();
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[1].find("rank 0 asked PMI to spawn 3 processes of x"), std::string::npos)
+      << notes[1];
+}
+
 TEST(PmiService, FullinitChecksTheClaimedRank) {
   Fixture f(2);
   auto out = f.send(1, "cmd=fullinit;pmirank=0;", Framing::v2);

@@ -102,6 +102,30 @@ TEST(PmiWire, ReaderWaitsForPartialMessagesByteByByte) {
   EXPECT_EQ(r.pending(), 0u);
 }
 
+TEST(PmiWire, ReaderJoinsAMultiLineCommandUpToEndcmd) {
+  const std::string stream =
+      "mcmd=spawn\nnprocs=2\nexecname=/bin/true\narg1=a b\nendcmd\ncmd=barrier_in\n";
+  Reader r;
+  std::vector<std::string> got;
+  for (char ch : stream) {  // byte by byte: a block is never cut early
+    r.append(std::string_view(&ch, 1));
+    auto m = r.next();
+    ASSERT_TRUE(m);
+    if (*m) got.push_back((*m)->text);
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], "mcmd=spawn nprocs=2 execname=/bin/true arg1=a b");
+  EXPECT_EQ(got[1], "cmd=barrier_in");
+  auto c = parse_v1(got[0]);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->name, "spawn");
+  ASSERT_NE(c->find("arg1"), nullptr);
+  EXPECT_EQ(*c->find("arg1"), "a b");
+  Reader endless;
+  endless.append("mcmd=spawn\n" + std::string(max_message, 'a') + "\n");
+  EXPECT_FALSE(endless.next()) << "a block without endcmd is bounded";
+}
+
 TEST(PmiWire, ReaderRejectsHostileStreams) {
   for (std::string bad : {"xyz\n", "   abc", "000000", "  1 2 cmd=x", "999999"}) {
     Reader r;

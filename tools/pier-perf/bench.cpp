@@ -1,5 +1,6 @@
 // pier-perf: latency, bandwidth and message rate over one Link.
 #include "bench.hpp"
+#include "pattern.hpp"
 
 #include <fmt/format.h>
 
@@ -13,42 +14,6 @@ constexpr std::size_t ctrl_size = 64;
 constexpr std::byte kind_sync{'S'};
 constexpr std::byte kind_ready{'R'};
 constexpr std::byte kind_ack{'A'};
-
-std::uint64_t mix(std::uint64_t x) {
-  // splitmix64: cheap, and every byte depends on the position, so a shifted
-  // or stale buffer does not pass for a correct one.
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::uint64_t seed_of(std::size_t size, int sender_role) {
-  return (static_cast<std::uint64_t>(size) << 1) | static_cast<std::uint64_t>(sender_role);
-}
-
-void fill(std::span<std::byte> buf, std::uint64_t seed) {
-  for (std::size_t off = 0; off < buf.size(); off += 8) {
-    const std::uint64_t v = mix(seed * 0x100000001b3ull + off);
-    std::memcpy(buf.data() + off, &v, std::min<std::size_t>(8, buf.size() - off));
-  }
-}
-
-bool matches(std::span<const std::byte> buf, std::uint64_t seed) {
-  for (std::size_t off = 0; off < buf.size(); off += 8) {
-    const std::uint64_t v = mix(seed * 0x100000001b3ull + off);
-    if (std::memcmp(buf.data() + off, &v, std::min<std::size_t>(8, buf.size() - off)) != 0)
-      return false;
-  }
-  return true;
-}
-
-double median_of(std::vector<double>& v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 
@@ -71,18 +36,11 @@ Deadline Bench::phase_deadline() const {
 }
 
 std::size_t Bench::latency_iters(std::size_t size) const {
-  if (params_.iters) return params_.iters;
-  // About 32 MiB per direction for large sizes, at most 1000 round trips:
-  // the default sweep over shm and tcp then stays well under a minute.
-  return std::clamp<std::size_t>((std::size_t{32} << 20) / std::max<std::size_t>(size, 1), 5, 1000);
+  return params_.iters ? params_.iters : default_latency_iters(size);
 }
 
 std::size_t Bench::stream_count(std::size_t size) const {
-  if (params_.iters) return params_.iters;
-  // Tiny messages need many: a stream shorter than a scheduler tick measures
-  // the scheduler. The calibration keeps slow drivers within the budget.
-  return std::clamp<std::size_t>((std::size_t{128} << 20) / std::max<std::size_t>(size, 1), 8,
-                                 max_stream_messages);
+  return params_.iters ? params_.iters : default_stream_count(size, max_stream_messages);
 }
 
 Failure Bench::sync(std::uint64_t* count) {
@@ -110,12 +68,7 @@ Failure Bench::sync(std::uint64_t* count) {
 
 std::size_t Bench::calibrated(std::size_t fallback, double budget_s, double per_item_s,
                               std::size_t floor) const {
-  if (params_.iters) return params_.iters;
-  if (per_item_s <= 0) return fallback;
-  const double fit = budget_s / per_item_s;
-  return std::clamp<std::size_t>(
-      fit >= static_cast<double>(fallback) ? fallback : static_cast<std::size_t>(fit),
-      std::min(floor, fallback), fallback);
+  return fit_count(params_.iters, fallback, budget_s, per_item_s, floor);
 }
 
 Failure Bench::check(std::size_t size, std::size_t got) {

@@ -3,11 +3,15 @@
 //                           [--iters N] [--verify] [--json FILE] [--csv FILE]
 // Under pier-run the two ranks are two processes; started alone, pier-perf
 // runs both roles in two threads of one process (which is how the self
-// driver is measured). Today it measures at the driver level (mode
-// "driver"); modes through the core, Portals and ports come later.
+// driver is measured). --api picks what is measured: the driver interface
+// (default), Portals 4 puts, or the GM-style ports (api.hpp).
+#include "api.hpp"
 #include "bench.hpp"
 #include "link.hpp"
+#include "progress.hpp"
 #include "report.hpp"
+
+#include "base/config.hpp"
 
 #include "base/log.hpp"
 #include "boot/boot.hpp"
@@ -90,9 +94,96 @@ std::string text_after_tag(const std::vector<std::byte>& v) {
 }
 
 /// Runs every driver in one role; role 0's reports are the results.
+/// Both sides leave a driver together, whatever happened on the way; the
+/// peer's failure becomes ours. False when even that exchange failed.
+bool agree_end(Exchanger& ex, std::size_t i, DriverReport& rep, Deadline deadline,
+               std::string* fatal) {
+  auto done = ex.swap(fmt::format("perf.{}.done", i), tagged('D', rep.error), deadline);
+  if (!done) {
+    *fatal = fmt::format("end of {} could not be agreed: {}", rep.driver, describe(done.status()));
+    return false;
+  }
+  if (rep.error.empty() && !text_after_tag(*done).empty())
+    rep.error = "the peer failed: " + text_after_tag(*done);
+  return true;
+}
+
+std::string size_label(std::size_t n) {
+  if (n >= (1u << 20) && n % (1u << 20) == 0) return fmt::format("{}M", n >> 20);
+  if (n >= 1024 && n % 1024 == 0) return fmt::format("{}K", n >> 10);
+  return fmt::format("{}", n);
+}
+
+/// The sizes, the rate and a closing sync over an API transport.
+Failure run_transport(Transport& t, int role, const Params& params, DriverReport& rep,
+                      Progress& progress) {
+  ApiBench bench(t, role, params);
+  Failure f;
+  for (std::size_t k = 0; !f && k < params.sizes.size(); ++k) {
+    progress.note(fmt::format("{} {}", rep.driver, size_label(params.sizes[k])));
+    SizeResult r;
+    f = bench.run_size(params.sizes[k], r);
+    if (!f) rep.sizes.push_back(r);
+    progress.step(rep.driver);
+  }
+  if (!f) f = bench.run_rate(rep.rate);
+  rep.has_rate = !f;
+  if (!f) f = bench.sync();  // the peer is done before either side closes
+  progress.step(rep.driver);
+  t.drain(Clock::now() + std::chrono::seconds(5));
+  if (f) rep.error = fmt::format("{}: {}", f.what, describe(f.status));
+  return f;
+}
+
+/// The port API between two processes, one core per driver.
+std::vector<DriverReport> run_port_role(int role, Exchanger& ex,
+                                        const std::vector<std::string>& drivers,
+                                        const Params& params, Progress& progress,
+                                        std::string* fatal) {
+  std::vector<DriverReport> reports;
+  const auto deadline = [&] {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(params.timeout_s));
+  };
+  std::size_t largest = 8;
+  for (auto s : params.sizes) largest = std::max(largest, s);
+  for (std::size_t i = 0; i < drivers.size(); ++i) {
+    DriverReport rep;
+    rep.driver = drivers[i];
+    std::string why;
+    bool exchange_failed = false;
+    auto t = open_port(
+        drivers[i], static_cast<std::uint32_t>(role), largest,
+        [&](std::span<const std::byte> mine) {
+          return ex.swap(fmt::format("perf.{}.url", i), mine, deadline());
+        },
+        deadline(), &why, &exchange_failed);
+    if (exchange_failed) {
+      *fatal = fmt::format("{}: {}", drivers[i], why);
+      return reports;
+    }
+    if (!t && why.rfind("unavailable", 0) == 0) {
+      rep.skipped = why;
+    } else if (!t) {
+      rep.error = why;
+    } else {
+      rep.ran = true;
+      (void)run_transport(**t, role, params, rep, progress);
+    }
+    if (t) t->reset();  // the core goes before the next driver's comes up
+    if (!agree_end(ex, i, rep, deadline(), fatal)) {
+      reports.push_back(std::move(rep));
+      return reports;
+    }
+    reports.push_back(std::move(rep));
+  }
+  return reports;
+}
+
+/// Runs every driver in one role; role 0's reports are the results.
 std::vector<DriverReport> run_role(int role, std::uint32_t ranks, Exchanger& ex,
                                    const std::vector<std::string>& drivers, const Params& params,
-                                   std::string* fatal) {
+                                   Progress& progress, std::string* fatal) {
   std::vector<DriverReport> reports;
   const auto deadline = [&] {
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -117,31 +208,29 @@ std::vector<DriverReport> run_role(int role, std::uint32_t ranks, Exchanger& ex,
       rep.skipped = "unavailable at the peer: " + text_after_tag(*peer);
     } else {
       rep.ran = true;
+      rep.has_caps = true;
       rep.caps = (*link)->caps();
       rep.profile = (*link)->profile();
       std::vector<std::byte> url((*peer).begin() + 1, (*peer).end());
       Failure f = (*link)->connect(url, deadline());
       Bench bench(**link, role, params);
       for (std::size_t k = 0; !f && k < params.sizes.size(); ++k) {
+        progress.note(fmt::format("{} {}", drivers[i], size_label(params.sizes[k])));
         SizeResult r;
         f = bench.run_size(params.sizes[k], r);
         if (!f) rep.sizes.push_back(r);
+        progress.step(drivers[i]);
       }
       if (!f) f = bench.run_rate(rep.rate);
       rep.has_rate = !f;
       if (!f) f = bench.sync();  // the peer is done with the link before we close it
+      progress.step(drivers[i]);
       if (f) rep.error = fmt::format("{}: {}", f.what, describe(f.status));
     }
-    // Both sides leave the driver together, whatever happened on the way.
-    auto done = ex.swap(fmt::format("perf.{}.done", i), tagged('D', rep.error), deadline());
-    if (!done) {
-      *fatal =
-          fmt::format("end of {} could not be agreed: {}", drivers[i], describe(done.status()));
+    if (!agree_end(ex, i, rep, deadline(), fatal)) {
       reports.push_back(std::move(rep));
       return reports;
     }
-    if (rep.error.empty() && !text_after_tag(*done).empty())
-      rep.error = "the peer failed: " + text_after_tag(*done);
     reports.push_back(std::move(rep));
   }
   return reports;
@@ -238,10 +327,18 @@ int main(int argc, char** argv) {
   std::string driver_list, size_list, min_text = "1", max_text = "16M", json_path, csv_path;
   Params params;
   std::string mode = "driver";
-  app.add_option("--mode", mode,
-                 "what to measure: driver (the raw driver interface; core, portals and port "
-                 "modes come with those layers)")
-      ->check(CLI::IsMember({"driver"}));
+  app.add_option("--api,--mode", mode,
+                 "what to measure: driver (the driver interface, default), portals (Portals 4 "
+                 "puts; one core driver list per run, from --driver) or port (GM-style ports "
+                 "over a core per driver); portals and port need two ranks")
+      ->check(CLI::IsMember({"driver", "portals", "port"}));
+  bool no_progress = false;
+  double progress_after_s = 1.0;
+  app.add_option("--progress-after", progress_after_s,
+                 "seconds before the progress bar appears (default 1: short runs stay quiet)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-progress", no_progress,
+               "no progress bar (it is drawn on stderr only when that is a terminal, after 1 s)");
   app.add_option("--driver", driver_list, "comma-separated driver specs (default: all usable)");
   app.add_option("--sizes", size_list, "comma-separated sizes, suffixes K, M, G");
   app.add_option("--min", min_text, "smallest size of the power-of-two sweep");
@@ -283,46 +380,83 @@ int main(int argc, char** argv) {
     for (std::size_t s = *lo; s <= *hi; s *= 2) params.sizes.push_back(s);
   }
 
-  auto boot = boot::Bootstrap::open();
-  if (!boot) {
-    fmt::print(stderr, "pier-perf: bootstrap failed: {}\n", describe(boot.status()));
-    return 1;
-  }
-  const std::uint32_t ranks = (*boot)->size();
-  const std::uint32_t rank = (*boot)->rank();
-  if (ranks > 2) {
-    fmt::print(stderr, "pier-perf: runs on 1 rank (two threads) or 2 ranks, not {}\n", ranks);
-    return 2;
-  }
-  const bool threads = ranks == 1;
-  const auto drivers = driver_list.empty() ? default_drivers(threads) : split(driver_list);
-
   RunReport report;
   report.mode = mode;
-  report.placement = threads ? "threads" : "processes";
   report.ranks = 2;
-  report.bootstrap = std::string((*boot)->method());
   report.params = params;
   std::string fatal;
-  if (threads) {
-    ThreadSlots slots;
-    std::string peer_fatal;
-    const auto cpus = pin_threads ? pick_two_cpus() : std::vector<int>{};
-    if (!cpus.empty()) {
-      pin_this_thread(cpus[0]);
-      report.thread_cpus = cpus;
+  std::uint32_t rank = 0;
+  if (mode == "portals") {
+    // PtlInit joins the job itself (a process joins the launcher once), so
+    // pier-perf opens no bootstrap of its own here, and measures one core
+    // driver list per run.
+    std::size_t largest = 8;
+    for (auto s : params.sizes) largest = std::max(largest, s);
+    std::uint32_t ranks = 0;
+    std::string why;
+    auto t = open_portals(driver_list, largest, &rank, &ranks, &why);
+    if (t && ranks != 2) {
+      fmt::print(stderr, "pier-perf: --api portals runs on 2 ranks (pier-run -n 2), not {}\n",
+                 ranks);
+      return 2;
     }
-    std::thread peer([&] {
-      if (!cpus.empty()) pin_this_thread(cpus[1]);
-      ThreadExchanger ex(slots, 1);
-      (void)run_role(1, 2, ex, drivers, params, &peer_fatal);
-    });
-    ThreadExchanger ex(slots, 0);
-    report.drivers = run_role(0, 2, ex, drivers, params, &fatal);
-    peer.join();
+    report.placement = "processes";
+    report.bootstrap = "PtlInit";
+    DriverReport rep;
+    rep.driver = driver_list.empty() ? config::get_text("CORE_DRIVERS").value_or("?") : driver_list;
+    if (!t) {
+      rep.error = why;
+    } else {
+      rep.ran = true;
+      Progress progress(rank == 0 && !no_progress, params.sizes.size() + 1, progress_after_s);
+      (void)run_transport(**t, static_cast<int>(rank), params, rep, progress);
+    }
+    report.drivers.push_back(std::move(rep));
   } else {
-    BootExchanger ex(**boot, 1 - rank);
-    report.drivers = run_role(static_cast<int>(rank), 2, ex, drivers, params, &fatal);
+    auto boot = boot::Bootstrap::open();
+    if (!boot) {
+      fmt::print(stderr, "pier-perf: bootstrap failed: {}\n", describe(boot.status()));
+      return 1;
+    }
+    const std::uint32_t ranks = (*boot)->size();
+    rank = (*boot)->rank();
+    if (ranks > 2 || (ranks == 1 && mode != "driver")) {
+      fmt::print(stderr, "pier-perf: --api {} runs on {}, not {} rank{}\n", mode,
+                 mode == "driver" ? "1 rank (two threads) or 2 ranks" : "2 ranks (pier-run -n 2)",
+                 ranks, ranks == 1 ? "" : "s");
+      return 2;
+    }
+    const bool threads = ranks == 1;
+    const auto drivers = driver_list.empty() ? default_drivers(threads) : split(driver_list);
+    report.placement = threads ? "threads" : "processes";
+    report.bootstrap = std::string((*boot)->method());
+    Progress progress(rank == 0 && !no_progress, drivers.size() * (params.sizes.size() + 1),
+                      progress_after_s);
+    if (threads) {
+      ThreadSlots slots;
+      std::string peer_fatal;
+      Progress quiet(false, 1, 0);
+      const auto cpus = pin_threads ? pick_two_cpus() : std::vector<int>{};
+      if (!cpus.empty()) {
+        pin_this_thread(cpus[0]);
+        report.thread_cpus = cpus;
+      }
+      std::thread peer([&] {
+        if (!cpus.empty()) pin_this_thread(cpus[1]);
+        ThreadExchanger ex(slots, 1);
+        (void)run_role(1, 2, ex, drivers, params, quiet, &peer_fatal);
+      });
+      ThreadExchanger ex(slots, 0);
+      report.drivers = run_role(0, 2, ex, drivers, params, progress, &fatal);
+      peer.join();
+    } else if (mode == "port") {
+      BootExchanger ex(**boot, 1 - rank);
+      report.drivers = run_port_role(static_cast<int>(rank), ex, drivers, params, progress, &fatal);
+    } else {
+      BootExchanger ex(**boot, 1 - rank);
+      report.drivers = run_role(static_cast<int>(rank), 2, ex, drivers, params, progress, &fatal);
+    }
+    progress.clear();
   }
   bool failed = !fatal.empty();
   for (const auto& d : report.drivers) failed |= !d.error.empty();
@@ -331,8 +465,12 @@ int main(int argc, char** argv) {
     if (!fatal.empty()) fmt::print(stderr, "pier-perf: {}\n", fatal);
     if (!json_path.empty() && !write_file(json_path, to_json(report))) failed = true;
     if (!csv_path.empty() && !write_file(csv_path, to_csv(report))) failed = true;
-  } else if (!fatal.empty()) {
-    fmt::print(stderr, "pier-perf rank {}: {}\n", rank, fatal);
+  } else {
+    // Rank 0 prints the report; a failure seen only here must still show.
+    if (!fatal.empty()) fmt::print(stderr, "pier-perf rank {}: {}\n", rank, fatal);
+    for (const auto& d : report.drivers)
+      if (!d.error.empty() && d.error.rfind("the peer failed", 0) != 0)
+        fmt::print(stderr, "pier-perf rank {}: {}: {}\n", rank, d.driver, d.error);
   }
   return failed ? 1 : 0;
 }

@@ -23,6 +23,11 @@ std::string host_name() {
   return buf.data();
 }
 
+std::string track_of(const RunReport& report, const SizeResult& s) {
+  if (report.mode != "driver") return "api";  // the API picks its own protocol
+  return s.large_track ? "large" : "small";
+}
+
 }  // namespace
 
 void print_table(const RunReport& report) {
@@ -37,16 +42,18 @@ void print_table(const RunReport& report) {
       fmt::print("\n{}: skipped: {}\n", d.driver, d.skipped);
       continue;
     }
-    fmt::print("\n{}: max_packet {}, needs_rdv {}, rdv_data {}\n", d.driver,
-               d.caps.max_packet ? human_size(d.caps.max_packet) : "unlimited", d.caps.needs_rdv,
-               d.caps.rdv_data);
+    if (d.has_caps)
+      fmt::print("\n{}: max_packet {}, needs_rdv {}, rdv_data {}\n", d.driver,
+                 d.caps.max_packet ? human_size(d.caps.max_packet) : "unlimited", d.caps.needs_rdv,
+                 d.caps.rdv_data);
+    else
+      fmt::print("\n{} through {}:\n", d.driver, report.mode);
     fmt::print("{:>8} {:>5} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "size", "track", "lat med us",
                "lat min us", "bw med MB/s", "bw min MB/s", "bw max MB/s");
     for (const auto& s : d.sizes) {
       fmt::print("{:>8} {:>5} {:>12.2f} {:>12.2f} {:>12.1f} {:>12.1f} {:>12.1f}\n",
-                 human_size(s.size), s.large_track ? "large" : "small", s.latency_median_us,
-                 s.latency_min_us, s.bandwidth_median_mbps, s.bandwidth_min_mbps,
-                 s.bandwidth_max_mbps);
+                 human_size(s.size), track_of(report, s), s.latency_median_us, s.latency_min_us,
+                 s.bandwidth_median_mbps, s.bandwidth_min_mbps, s.bandwidth_max_mbps);
     }
     if (d.has_rate)
       fmt::print("message rate ({} B, window {}): {:.3f} M msg/s median, {:.3f} max\n", d.rate.size,
@@ -76,7 +83,7 @@ std::string to_json(const RunReport& report) {
     jd["ran"] = d.ran;
     if (!d.skipped.empty()) jd["skipped"] = d.skipped;
     if (!d.error.empty()) jd["error"] = d.error;
-    if (d.ran) {
+    if (d.ran && d.has_caps) {
       jd["caps"] = {{"max_packet", d.caps.max_packet},
                     {"needs_rdv", d.caps.needs_rdv},
                     {"rdv_data", d.caps.rdv_data},
@@ -87,7 +94,7 @@ std::string to_json(const RunReport& report) {
     jd["sizes"] = json::array();
     for (const auto& s : d.sizes) {
       jd["sizes"].push_back({{"size", s.size},
-                             {"track", s.large_track ? "large" : "small"},
+                             {"track", track_of(report, s)},
                              {"latency_us",
                               {{"median", s.latency_median_us},
                                {"min", s.latency_min_us},
@@ -114,13 +121,13 @@ std::string to_json(const RunReport& report) {
 std::string to_csv(const RunReport& report) {
   std::string out =
       "driver,size,track,latency_median_us,latency_min_us,bandwidth_median_mbps,"
-      "bandwidth_min_mbps,bandwidth_max_mbps,verified\n";
+      "bandwidth_min_mbps,bandwidth_max_mbps,verified,api\n";
   for (const auto& d : report.drivers) {
     for (const auto& s : d.sizes) {
-      out += fmt::format("{},{},{},{:.4f},{:.4f},{:.3f},{:.3f},{:.3f},{}\n", d.driver, s.size,
-                         s.large_track ? "large" : "small", s.latency_median_us, s.latency_min_us,
+      out += fmt::format("{},{},{},{:.4f},{:.4f},{:.3f},{:.3f},{:.3f},{},{}\n", d.driver, s.size,
+                         track_of(report, s), s.latency_median_us, s.latency_min_us,
                          s.bandwidth_median_mbps, s.bandwidth_min_mbps, s.bandwidth_max_mbps,
-                         s.verified ? 1 : 0);
+                         s.verified ? 1 : 0, report.mode);
     }
   }
   return out;

@@ -12,8 +12,9 @@ namespace pier::perf {
 struct DriverReport {
   std::string driver;
   bool ran = false;
-  std::string skipped;  ///< why it did not run ("" when it ran)
-  std::string error;    ///< a failure during the run ("" when none)
+  std::string skipped;    ///< why it did not run ("" when it ran)
+  std::string error;      ///< a failure during the run ("" when none)
+  bool has_caps = false;  ///< driver mode: caps and profile are the driver's
   driver::Caps caps;
   driver::Profile profile;
   std::vector<SizeResult> sizes;
@@ -22,7 +23,7 @@ struct DriverReport {
 };
 
 struct RunReport {
-  std::string mode = "driver";   ///< later: "core", "portals", "port"
+  std::string mode = "driver";   ///< the API measured: "driver", "portals" or "port"
   std::string placement;         ///< "processes" (pier-run) or "threads" (singleton)
   std::vector<int> thread_cpus;  ///< threads placement: the CPUs of roles 0 and 1
   std::uint32_t ranks = 0;

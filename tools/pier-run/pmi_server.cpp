@@ -75,13 +75,17 @@ bool PmiServer::start() {
 }
 
 std::vector<std::string> PmiServer::environment(std::uint32_t rank) const {
+  // hydra also tells each process its place on the node, which MPICH reads
+  // instead of parsing PMI_process_mapping: every rank is on this host.
   return {fmt::format("PMI_FD={}", child_fds_[rank]), fmt::format("PMI_RANK={}", rank),
-          fmt::format("PMI_SIZE={}", ranks_)};
+          fmt::format("PMI_SIZE={}", ranks_), fmt::format("MPI_LOCALNRANKS={}", ranks_),
+          fmt::format("MPI_LOCALRANKID={}", rank)};
 }
 
 bool PmiServer::overrides(std::string_view entry) noexcept {
   return entry.starts_with("PMI_FD=") || entry.starts_with("PMI_RANK=") ||
-         entry.starts_with("PMI_SIZE=");
+         entry.starts_with("PMI_SIZE=") || entry.starts_with("MPI_LOCALNRANKS=") ||
+         entry.starts_with("MPI_LOCALRANKID=");
 }
 
 void PmiServer::keep_in_child(std::uint32_t rank) const noexcept {

@@ -32,7 +32,8 @@ class PmiServer {
   /// Makes the socket pairs and starts the thread; false (said on stderr)
   /// when the system refuses.
   bool start();
-  /// PMI_FD, PMI_RANK and PMI_SIZE for the rank's environment.
+  /// PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALNRANKS and MPI_LOCALRANKID for the
+  /// rank's environment.
   std::vector<std::string> environment(std::uint32_t rank) const;
   /// Whether an inherited environment entry ("PMI_FD=9") is one of ours, to
   /// be dropped so that ours wins (pier-run started under another PMI).

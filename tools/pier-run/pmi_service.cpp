@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 namespace pier::run {
 namespace {
 
@@ -135,6 +137,25 @@ void PmiService::on_v1(std::uint32_t rank, const Command& c, std::vector<PmiOutg
     leave(rank, "finalized", out);
   } else if (n == "abort") {
     abort_from(rank, c);
+  } else if (n == "publish_name" || n == "unpublish_name" || n == "lookup_name") {
+    const std::string service = get_or(c, "service");
+    Command a = make(n.substr(0, n.find('_')) + "_result");
+    const NameAnswer r = on_name(n.substr(0, n.find('_')), service, get_or(c, "port"));
+    a.add("rc", r.ok ? "0" : "-1");
+    // PMI-1 values hold no spaces: hydra's underscores.
+    std::string msg = r.ok ? "success" : r.error;
+    std::replace(msg.begin(), msg.end(), ' ', '_');
+    a.add("msg", msg);
+    if (r.ok && !r.port.empty()) a.add("port", r.port).add("value", r.port);
+    reply(rank, v1, a, out);
+  } else if (n == "spawn") {
+    // One answer after the last block of a PMI_Spawn_multiple.
+    const std::string total = get_or(c, "totspawns", "1");
+    if (get_or(c, "spawnssofar", total) != total) return;
+    reply(rank, v1,
+          make("spawn_result").add("rc", "-1").add("msg", "spawn_is_not_supported_by_pier-run"),
+          out);
+    note_spawn(rank, get_or(c, "execname"), get_or(c, "nprocs"));
   } else {
     notes_.push_back(fmt::format("rank {}: unsupported PMI-1 command '{}'", rank, n));
     reply(rank, v1, make(n + "_result").add("rc", "-1").add("msg", "unsupported_command"), out);
@@ -230,11 +251,55 @@ void PmiService::on_v2(std::uint32_t rank, const Command& c, std::vector<PmiOutg
     leave(rank, "finalized", out);
   } else if (n == "abort") {
     abort_from(rank, c);
+  } else if (n == "name-publish" || n == "name-unpublish" || n == "name-lookup") {
+    const std::string op = n.substr(5);
+    const NameAnswer r = on_name(op, get_or(c, "name"), get_or(c, "port"));
+    Command a = v2_answer(c, n + "-response");
+    if (op == "lookup") a.add("found", r.ok ? "TRUE" : "FALSE");
+    if (r.ok && !r.port.empty()) a.add("port", r.port).add("value", r.port);
+    a.add("rc", r.ok ? "0" : "-1");
+    if (!r.ok) a.add("errmsg", r.error);
+    reply(rank, v2, a, out);
+  } else if (n == "spawn") {
+    reply(rank, v2,
+          v2_answer(c, "spawn-response")
+              .add("rc", "-1")
+              .add("errmsg", "spawn is not supported by pier-run: start every process with -n"),
+          out);
+    note_spawn(rank, get_or(c, "subcmd"), get_or(c, "maxprocs"));
   } else {
     notes_.push_back(fmt::format("rank {}: unsupported PMI-2 command '{}'", rank, n));
     reply(rank, v2,
           v2_answer(c, n + "-response").add("rc", "-1").add("errmsg", "unsupported command"), out);
   }
+}
+
+PmiService::NameAnswer PmiService::on_name(const std::string& op, const std::string& service,
+                                           const std::string& port) {
+  // MPI_Publish_name and friends: one name space per job, first come first
+  // served; a lookup does not wait for a publish (MPI leaves that to users).
+  if (service.empty() || service.size() > max_key) return {false, "invalid service name", {}};
+  auto it = names_.find(service);
+  if (op == "publish") {
+    if (it != names_.end()) return {false, "service " + service + " is already published", {}};
+    if (port.empty()) return {false, "no port to publish", {}};
+    if (!store(names_, service, port)) return {false, "key-value space full", {}};
+    return {true, {}, {}};
+  }
+  if (it == names_.end()) return {false, "service " + service + " is not published", {}};
+  if (op == "lookup") return {true, {}, it->second};
+  kvs_bytes_ -= it->first.size() + it->second.size();
+  names_.erase(it);
+  return {true, {}, {}};
+}
+
+void PmiService::note_spawn(std::uint32_t rank, const std::string& program,
+                            const std::string& count) {
+  notes_.push_back(fmt::format(
+      "rank {} asked PMI to spawn {}{}{}: pier-run does not spawn (start every process with "
+      "-n); the request was refused",
+      rank, count.empty() ? "processes" : count + " processes", program.empty() ? "" : " of ",
+      program));
 }
 
 void PmiService::abort_from(std::uint32_t rank, const Command& c) {

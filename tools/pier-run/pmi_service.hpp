@@ -12,7 +12,9 @@
 // hanging. The grace lets pier-run first see a rank that died and end the
 // job naming that rank, rather than the waiters that failed after it. A rank
 // that called abort is left to exit: pier-run then ends the job with its
-// exit status.
+// exit status. Service names (MPI_Publish_name) live in one space per job;
+// spawn is refused with an answer the client sees (pier-run starts ranks
+// only with -n).
 #pragma once
 
 #include "boot/pmi_wire.hpp"
@@ -67,6 +69,11 @@ class PmiService {
     std::string left_why;       ///< how it left, for the barrier failure
     Clock::time_point left_at{};
   };
+  struct NameAnswer {
+    bool ok;
+    std::string error;  ///< when not ok
+    std::string port;   ///< a lookup's answer
+  };
   struct NodeWait {
     std::uint32_t rank;
     std::string key;
@@ -84,6 +91,9 @@ class PmiService {
   void check_barrier(std::vector<PmiOutgoing>& out);
   void fail_barrier(std::vector<PmiOutgoing>& out);
   void abort_from(std::uint32_t rank, const boot::pmi::Command& c);
+  /// publish, unpublish or lookup of a service name (both PMI versions).
+  NameAnswer on_name(const std::string& op, const std::string& service, const std::string& port);
+  void note_spawn(std::uint32_t rank, const std::string& program, const std::string& count);
   /// False (and an error answer already queued) when the store is full.
   bool store(std::map<std::string, std::string>& space, const std::string& key,
              const std::string& value);
@@ -94,6 +104,7 @@ class PmiService {
   std::map<std::string, std::string> kvs_;
   std::map<std::string, std::string> node_;  ///< PMI-2 node attributes (one node)
   std::vector<NodeWait> node_waits_;
+  std::map<std::string, std::string> names_;  ///< published service -> port
   std::size_t kvs_bytes_ = 0;
   std::uint32_t barrier_epoch_ = 1;
   std::string barrier_failure_;  ///< non-empty once a barrier failed: every later one fails
