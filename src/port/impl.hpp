@@ -280,7 +280,12 @@ class Port::Impl {
   void apply_acks(Connection* c, std::uint32_t count) noexcept;
   void on_landing_finalized(Op* op, Status s) noexcept;
   void retry_sends() noexcept;
+  /// The core's gate to `node_id` failed: every op waiting for its answer
+  /// there fails unreachable (once per connection, G10).
+  void on_peer_failed(std::uint32_t node_id) noexcept;
+  /// Every 10 ms: connections waiting for answers from a failed gate.
   void check_gates() noexcept;
+  void fail_unanswered(Connection* c) noexcept;
   void close_sender() noexcept;
 
   // ---- receiver side (recv.cpp)
@@ -391,6 +396,7 @@ class Node::Impl final : public core::Client {
   ~Impl() override;
   void lib_parse(const core::Arrival& a) noexcept override;
   void lib_finalize(void* cookie, Status status) noexcept override;
+  void peer_failed(core::Rank peer) noexcept override;
 
   Result<Port::Impl*> open(unsigned id);
   void close(Port::Impl* port) noexcept;

@@ -32,6 +32,9 @@ Node::Impl::~Impl() {
   // Ports the client leaked: closing them answers what they hold.
   for (auto& p : ports)
     if (p) close(p.get());
+  // The core may live on (attach()): it must not call us back, and the
+  // sends closed ports still have in flight then complete without us.
+  (void)core.detach(wire::Upper::port, this);
 }
 
 Result<Port::Impl*> Node::Impl::open(unsigned id) {
@@ -158,6 +161,10 @@ void Node::Impl::retry_closed_nacks() noexcept {
     closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
     --closed_nacks_count;
   }
+}
+
+void Node::Impl::peer_failed(core::Rank peer) noexcept {
+  for (Port::Impl* p : open_ports) p->on_peer_failed(peer);
 }
 
 void Node::Impl::lib_finalize(void* cookie, Status status) noexcept {

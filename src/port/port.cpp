@@ -223,9 +223,10 @@ const Event& Port::Impl::blocking(int timeout_ms, bool spin) noexcept {
     const Event& e = receive();
     if (e.type != PIER_PORT_NO_RECV_EVENT || closed || deadline.expired()) return e;
     if (base::now_ns() < spin_until) continue;
-    // Sleep in the drivers, waking at least every millisecond for alarms
-    // and timeouts.
-    (void)core().wait([this] { return next_ready() != nullptr; }, base::Deadline::after_ms(1));
+    // Sleep in the drivers (no spinning: our own spin, if any, is over),
+    // waking at least every millisecond for alarms and timeouts.
+    (void)core().wait_sleeping([this] { return next_ready() != nullptr; },
+                               base::Deadline::after_ms(1));
     polls |= 15;  // after a sleep the next poll looks at the timers
   }
 }

@@ -374,18 +374,29 @@ void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noe
   settle(c);
 }
 
+void Port::Impl::fail_unanswered(Connection* c) noexcept {
+  // No answer will come for what the target had; what the core still held
+  // is finalized with the error (core.hpp).
+  for (Op* op = c->in_flight.head; op != nullptr; op = op->next)
+    if (!op->replied && !op->core_busy) op->local_status = Status::broken;
+  settle(c);
+}
+
+void Port::Impl::on_peer_failed(std::uint32_t node_id) noexcept {
+  for (Connection* c : live_conns)
+    if (c->node == node_id) fail_unanswered(c);
+}
+
 void Port::Impl::check_gates() noexcept {
+  // The fallback of on_peer_failed(): the core reports a failed peer only
+  // from a progress pass that also ran finalizes, so a gate that failed
+  // with nothing of ours pending in it is found here (gate_status does not
+  // allocate).
   for (Connection* c : live_conns) {
     bool unanswered = false;
-    for (Op* op = c->in_flight.head; op != nullptr; op = op->next)
-      unanswered |= !op->replied && !op->core_busy;
-    if (!unanswered) continue;
-    auto info = core().gate_info(c->node);
-    if (info && info->failure == Status::ok) continue;
-    // The target's gate failed: no answer will come.
-    for (Op* op = c->in_flight.head; op != nullptr; op = op->next)
-      if (!op->replied && !op->core_busy) op->local_status = Status::broken;
-    settle(c);
+    for (Op* op = c->in_flight.head; op != nullptr && !unanswered; op = op->next)
+      unanswered = !op->replied && !op->core_busy;
+    if (unanswered && core().gate_status(c->node) != Status::ok) fail_unanswered(c);
   }
 }
 

@@ -117,5 +117,41 @@ TEST(Ports, AnswersWaitingForCoreRoomStillGoAfterThePortCloses) {
   EXPECT_EQ(a.completions[0].status, Status::ok);
 }
 
+// A Node can go while its core lives on (the core detaches it): arrivals it
+// held are cleaned from the wire, and a new Node on the same core works.
+TEST(Ports, ANodeGoesWhileItsCoreLivesOn) {
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  {
+    Driver b(*w.nodes[1], 2);
+    char msg[8] = "held";
+    ASSERT_EQ(a.send(msg, 8, Priority::low, 1, 2, 1), Status::ok);  // no buffer: held
+    run_for({&a, &b}, 20);
+  }
+  w.nodes[1].reset();
+  for (int i = 0; i < 100; ++i) (void)w.cores[1]->progress();
+  auto again = Node::attach(*w.cores[1]);
+  ASSERT_TRUE(again);
+  Driver b(**again, 2);
+  std::vector<std::byte> buf = buffer_for(4);
+  ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+  char msg[8] = "again";
+  ASSERT_TRUE(run_until({&a, &b}, [&] { return a.completions.size() == 1; }));
+  EXPECT_EQ(a.completions[0].status, Status::closed);  // the held one, answered at close
+  // G10: the failure disabled the connection until a resume.
+  ASSERT_EQ(a.port->resume_sending(Priority::low, 1, 2, Driver::on_sent, Driver::id(2)),
+            Status::ok);
+  ++a.outstanding_sends;
+  ASSERT_EQ(a.send(msg, 8, Priority::low, 1, 2, 3), Status::ok);
+  ASSERT_TRUE(run_until({&a, &b}, [&] { return a.completions.size() == 3; }));
+  EXPECT_EQ(a.completions[1].status, Status::ok);
+  EXPECT_EQ(a.completions[2].status, Status::ok);
+  ASSERT_EQ(b.received.size(), 1u);
+  EXPECT_EQ(std::memcmp(b.received[0].data.data(), msg, 8), 0);
+  b.port.reset();
+  again->reset();
+}
+
 }  // namespace
 }  // namespace pier::port::test
