@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <optional>
+#include <string_view>
 
 namespace pier::drivers::ofi {
 
@@ -59,6 +60,26 @@ Result<Url> decode_url(std::span<const std::byte> in) {
   url.host_key = wire::load_u64(in, 24);
   url.name.assign(in.begin() + url_header_size, in.end());
   return url;
+}
+
+std::string shm_region_of(std::span<const std::byte> name, std::uint32_t pid) {
+  std::string_view s(reinterpret_cast<const char*>(name.data()), name.size());
+  if (const auto nul = s.find('\0'); nul != std::string_view::npos) s = s.substr(0, nul);
+  constexpr std::string_view prefix = "fi_shm://";
+  if (!s.starts_with(prefix)) return {};
+  s.remove_prefix(prefix.size());
+  if (!s.starts_with(std::to_string(pid) + ':')) return {};
+  // Digits and exactly two colons: never a path, never someone else's file.
+  int colons = 0;
+  for (const char ch : s) {
+    if (ch == ':') {
+      ++colons;
+    } else if (ch < '0' || ch > '9') {
+      return {};
+    }
+  }
+  if (colons != 2 || s.back() == ':') return {};
+  return std::string(s);
 }
 
 ControlBytes encode_control(const Control& c) noexcept {

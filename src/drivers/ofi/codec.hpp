@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace pier::drivers::ofi {
@@ -40,6 +41,12 @@ struct Url {
 Result<std::vector<std::byte>> encode_url(const Url& url);
 /// invalid_argument for anything that is not an ofi url.
 Result<Url> decode_url(std::span<const std::byte> in);
+
+/// The /dev/shm file of a libfabric shm endpoint named
+/// "fi_shm://<pid>:<n>:<n>" and owned by process `pid` ("<pid>:<n>:<n>"),
+/// for removing it once that process has exited; empty for any other name
+/// (another provider, another pid, anything else in it).
+std::string shm_region_of(std::span<const std::byte> name, std::uint32_t pid);
 
 std::uint32_t fnv1a(std::span<const std::byte> bytes) noexcept;
 

@@ -10,6 +10,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -413,6 +414,7 @@ Status OfiContext::attach(OfiInstance* inst, const Url& remote, driver::Track tr
     p.addr = addr;
     if (remote.host_key == host_key() && remote.pid != static_cast<std::uint32_t>(::getpid()))
       p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
+    if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
     peers_.push_back(p);
   }
   instances_.push_back(inst);
@@ -743,6 +745,11 @@ void OfiContext::check_peers() noexcept {
         // What it sent before it went (its bye included) is taken first.
         for (int round = 0; round < 16 && read_cq() > 0;) ++round;
         mark_dead(i);
+        // libfabric's shm provider removes its file at close; a killed
+        // process leaves it in /dev/shm (16 MiB each, one per kill). Its
+        // owner has exited, so nobody opens that name again.
+        if (!p.shm_region.empty() && ::shm_unlink(p.shm_region.c_str()) == 0)
+          PIER_LOG(debug, "ofi", "removed the shm file {} of an exited peer", p.shm_region);
       }
       continue;
     }

@@ -132,6 +132,7 @@ class OfiContext final : public driver::Context {
     std::uint64_t context_id = 0;
     std::uint64_t addr = 0;  ///< fi_addr_t
     int pidfd = -1;          ///< same host and pid space: readable once it exits
+    std::string shm_region;  ///< its libfabric shm file, removed once it exits
     bool dead = false;
     std::chrono::steady_clock::time_point last_keepalive{};
   };
