@@ -91,15 +91,12 @@ int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
   const auto& l = ni.limits;
   bool is_get = mv.op == wire::PortalsOp::get;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
-  if (mv.local_offset > md->buffer.length || mv.length > md->buffer.length - mv.local_offset)
-    return PTL_ARG_INVALID;
+  if (!md->buffer.holds(mv.local_offset, mv.length)) return PTL_ARG_INVALID;
   if (mv.length > l.max_msg_size) return PTL_ARG_INVALID;  // R-L1
   if (fetch) {
     Md* g = ni.mds->lookup(mv.get_md);  // same NI: the handle names it
     if (!g) return PTL_ARG_INVALID;
-    if (mv.local_get_offset > g->buffer.length ||
-        mv.length > g->buffer.length - mv.local_get_offset)
-      return PTL_ARG_INVALID;
+    if (!g->buffer.holds(mv.local_get_offset, mv.length)) return PTL_ARG_INVALID;
   }
   if (!is_get && !fetch) {
     if (mv.ack_req > PTL_OC_ACK_REQ) return PTL_ARG_INVALID;

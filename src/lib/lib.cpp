@@ -20,6 +20,12 @@ inline const config::IntKey triggered_key{"LIB_TRIGGERED", 4096, 16, 1 << 20,
 
 namespace {
 constexpr ptl_size_t four_gib = ptl_size_t{4} << 30;
+// Entries and MDs may bind all of memory (start NULL, length PTL_SIZE_MAX;
+// an entry's offsets are then addresses), whether asked for or not. Not
+// offered: total data ordering (a large put's data may land after a later
+// small put's) and atomics coherent with the host's own atomic
+// instructions (the LIB applies them with plain loads and stores).
+constexpr unsigned offered_features = PTL_TARGET_BIND_INACCESSIBLE;
 
 int clamp_int(int v, int lo, int hi) {
   return std::clamp(v, lo, hi);
@@ -45,7 +51,7 @@ ptl_ni_limits_t default_limits() {
   l.max_waw_ordered_size = 64;
   l.max_war_ordered_size = 8;
   l.max_volatile_size = 512;
-  l.features = 0;
+  l.features = offered_features;
   return l;
 }
 
@@ -68,9 +74,7 @@ ptl_ni_limits_t clamp_limits(const ptl_ni_limits_t& d) {
   l.max_waw_ordered_size = clamp_size(d.max_waw_ordered_size, 8, 64);
   l.max_war_ordered_size = clamp_size(d.max_war_ordered_size, 8, 64);
   l.max_volatile_size = clamp_size(d.max_volatile_size, 0, 512);
-  // No optional feature is offered: entries must be accessible at append,
-  // ordering is per size limits, atomics are not coherent with the host.
-  l.features = 0;
+  l.features = offered_features;
   return l;
 }
 }  // namespace

@@ -25,7 +25,7 @@ bool Lib::matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator
   }
   if (e.options & PTL_ME_NO_TRUNCATE) {
     ptl_size_t offset = (e.options & PTL_ME_MANAGE_LOCAL) ? e.local_offset : remote_offset;
-    if (offset > e.buffer.length || rlength > e.buffer.length - offset) return false;
+    if (!e.buffer.holds(offset, rlength)) return false;
   }
   return true;
 }

@@ -9,7 +9,7 @@
 namespace pier::lib {
 
 std::size_t Buffer::segment_at(std::size_t offset) const noexcept {
-  if (offset >= length) return segments.size();
+  if (offset >= length || offset < first) return segments.size();
   auto it = std::upper_bound(starts.begin(), starts.end(), offset);
   return static_cast<std::size_t>(it - starts.begin()) - 1;
 }
@@ -18,6 +18,7 @@ void* Buffer::address(std::size_t offset) const noexcept {
   if (segments.empty()) return nullptr;
   if (offset >= length) return segments.back().base + segments.back().extent;
   std::size_t i = segment_at(offset);
+  if (i == segments.size()) return nullptr;  // address 0 of an all-memory buffer
   return segments[i].base + (offset - starts[i]);
 }
 
@@ -40,6 +41,18 @@ int Lib::make_buffer(Ni& ni, void* start, ptl_size_t length, bool iovec, Buffer&
         out.starts.push_back(out.length);
         out.length += iov[i].iov_len;
       }
+      return PTL_OK;
+    }
+    if (start == nullptr && length == PTL_SIZE_MAX) {
+      // All of memory (OpenSHMEM binds MDs and LEs so): offsets are
+      // addresses. The core refuses a null base, so the region starts at
+      // address 1 and offset 0 (a null address) lies outside.
+      auto r = core_.validate(reinterpret_cast<void*>(std::uintptr_t{1}), PTL_SIZE_MAX - 1);
+      if (!r) return r.status() == Status::no_resource ? PTL_NO_SPACE : PTL_ARG_INVALID;
+      out.segments.push_back(*r);
+      out.starts.push_back(1);
+      out.first = 1;
+      out.length = PTL_SIZE_MAX;
       return PTL_OK;
     }
     auto r = core_.validate(start, length);

@@ -144,8 +144,18 @@ struct Buffer {
   std::vector<core::Region> segments;
   std::vector<std::size_t> starts;  ///< offset of each segment in the range
   std::size_t length = 0;
+  /// Offsets below `first` are outside the buffer: 1 for a buffer over all
+  /// of memory (start NULL, length PTL_SIZE_MAX), whose offsets are
+  /// addresses and whose region starts at address 1, since the core
+  /// translates no null base.
+  std::size_t first = 0;
   bool iovec = false;
-  /// The segment holding `offset`; segments.size() when past the end.
+  bool all_memory() const noexcept { return first != 0; }
+  /// True when [offset, offset + n) lies inside the buffer.
+  bool holds(std::size_t offset, std::size_t n) const noexcept {
+    return offset >= first && offset <= length && n <= length - offset;
+  }
+  /// The segment holding `offset`; segments.size() when outside.
   std::size_t segment_at(std::size_t offset) const noexcept;
   /// Address of byte `offset` (for event start), nullptr past the end.
   void* address(std::size_t offset) const noexcept;

@@ -236,6 +236,14 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
         h.operand_length > wire::max_operand_length)
       return refuse(a, h, wire::NiFail::op_violation);
   }
+  if (e->buffer.all_memory()) {
+    // Offsets are addresses: the null page is no memory of this process.
+    ptl_size_t at = (e->options & PTL_ME_MANAGE_LOCAL) ? e->local_offset : h.remote_offset;
+    if (at < e->buffer.first && h.length > 0) {
+      ++ni.status[PTL_SR_OPERATION_VIOLATIONS];
+      return refuse(a, h, wire::NiFail::segv);
+    }
+  }
   Unexpected* uh = nullptr;
   if (e->list == PTL_OVERFLOW_LIST && !(e->options & PTL_ME_UNEXPECTED_HDR_DISABLE)) {
     uh = ni.unexpected_free.head;
