@@ -176,7 +176,13 @@ void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept
   const auto& until = deadline.at_ns() < slice.at_ns() ? deadline : slice;
   lib::Notifier& n = s.lib->notifier();
   s.core->enter_critical();
-  (void)s.core->wait([&] { return n.epoch() != seen; }, until);
+  // While transfers are under way, spin: the drivers' waits do not wake for
+  // every track (a large transfer's progress), and a sleep there would
+  // stall a stream for a whole slice.
+  if (s.core->pending() != 0)
+    (void)s.core->progress();
+  else
+    (void)s.core->wait([&] { return n.epoch() != seen || s.core->pending() != 0; }, until);
   s.core->leave_critical();
 }
 

@@ -1,0 +1,124 @@
+// Stress and limits: use-once entries and unlinks racing incoming puts, 1024
+// triggered operations pending, PtlNIFini with messages in flight.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "fixture.hpp"
+
+namespace pier::portals::test {
+namespace {
+
+class Stress : public Portals {};
+
+constexpr ptl_match_bits_t race_bits = 5;
+
+TEST_P(Stress, UseOnceAndUnlinkRaceIncomingPuts) {
+  ptl_handle_ct_t acks, landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &acks), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  char src[8] = {}, dst[64][8] = {};
+  ptl_handle_md_t md =
+      bind(src, sizeof src,
+           PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE | PTL_MD_EVENT_CT_ACK, acks);
+  constexpr int puts = 400;
+  std::atomic<bool> stop{false};
+  std::atomic<int> unlinked{0}, bad{0};
+  // Another thread appends use-once entries and unlinks every other one at
+  // once, while this thread's puts consume them.
+  std::thread churn([&] {
+    unsigned options = PTL_ME_OP_PUT | PTL_ME_USE_ONCE | PTL_ME_EVENT_CT_COMM |
+                       PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_LINK_DISABLE |
+                       PTL_ME_EVENT_UNLINK_DISABLE;
+    for (int i = 0; !stop.load(); ++i) {
+      ptl_handle_me_t h;
+      ptl_me_t m = me(dst[i % 64], 8, options, race_bits, 0, landed);
+      int rc = PtlMEAppend(ni_, pt_, &m, PTL_PRIORITY_LIST, nullptr, &h);
+      if (rc == PTL_LIST_TOO_LONG || rc == PTL_NO_SPACE) {
+        std::this_thread::yield();
+        continue;
+      }
+      if (rc != PTL_OK) {
+        ++bad;
+        break;
+      }
+      if (i % 2 == 0) {
+        // Consumed already (stale handle), busy, or unlinked now.
+        rc = PtlMEUnlink(h);
+        if (rc == PTL_OK)
+          ++unlinked;
+        else if (rc != PTL_ARG_INVALID && rc != PTL_IN_USE)
+          ++bad;
+      }
+    }
+  });
+  for (int i = 0; i < puts; ++i)
+    ASSERT_EQ(PtlPut(md, 0, 8, PTL_CT_ACK_REQ, self_, pt_, race_bits, 0, nullptr, 0), PTL_OK);
+  // A counter with failures satisfies every wait (§5.10), so poll it.
+  ptl_ct_event_t a{};
+  int rc = PTL_OK;
+  for (int k = 0; k < 10000 && rc == PTL_OK && a.success + a.failure < puts; ++k) {
+    rc = PtlCTGet(acks, &a);
+    if (a.success + a.failure < puts) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop = true;
+  churn.join();
+  ASSERT_EQ(rc, PTL_OK);
+  EXPECT_EQ(bad.load(), 0);
+  // Every put was acked once: landed in a use-once entry or dropped.
+  EXPECT_EQ(a.success + a.failure, ptl_size_t{puts});
+  ptl_ct_event_t l{};
+  ASSERT_EQ(PtlCTGet(landed, &l), PTL_OK);
+  EXPECT_EQ(l.success, a.success);
+  EXPECT_EQ(l.failure, 0u);
+}
+
+TEST_P(Stress, R_T_1024TriggeredOperationsPending) {
+  ASSERT_GE(limits_.max_triggered_ops, 1024);
+  ptl_handle_ct_t trig, landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  char src[8] = {}, dst[8] = {};
+  append(me(dst, sizeof dst, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE, 9, 0,
+            landed));
+  (void)next_event(teq_);  // LINK
+  ptl_handle_md_t md = bind(src, sizeof src, PTL_MD_EVENT_SEND_DISABLE);
+  constexpr ptl_size_t n = 1024;
+  for (ptl_size_t i = 1; i <= n; ++i)
+    ASSERT_EQ(PtlTriggeredPut(md, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 9, 0, nullptr, 0, trig, i),
+              PTL_OK)
+        << i;
+  ptl_ct_event_t v{};
+  ASSERT_EQ(PtlCTGet(landed, &v), PTL_OK);
+  EXPECT_EQ(v.success, 0u);  // nothing fired yet
+  // Release them one threshold at a time.
+  for (ptl_size_t i = 1; i <= n; ++i) {
+    ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+    if (i % 64 == 0) ct_wait(landed, i);
+  }
+  v = ct_wait(landed, n);
+  EXPECT_EQ(v.success, n);
+  EXPECT_EQ(v.failure, 0u);
+}
+
+TEST_P(Stress, NIFiniWithMessagesInFlight) {
+  static char big[256 << 10];
+  append(me(big, sizeof big, PTL_ME_OP_PUT | PTL_ME_OP_GET));
+  (void)next_event(teq_);
+  ptl_handle_md_t md = bind(big, sizeof big);
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(PtlPut(md, 0, sizeof big, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_OK);
+  ASSERT_EQ(PtlGet(md, 0, sizeof big, self_, pt_, 0, 0, nullptr), PTL_OK);
+  // The NI goes while its messages are under way: no crash, its handles
+  // are dead at once, and PtlFini (TearDown) lets the rest drain.
+  ASSERT_EQ(PtlNIFini(ni_), PTL_OK);
+  ptl_sr_value_t sr = 0;
+  EXPECT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &sr), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlPut(md, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_ARG_INVALID);
+  ni_ = PTL_INVALID_HANDLE;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cells, Stress, ::testing::Bool(), cell_name);
+
+}  // namespace
+}  // namespace pier::portals::test
