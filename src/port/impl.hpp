@@ -358,10 +358,22 @@ class Port::Impl {
 
   core::Core& core() noexcept { return node_core; }
   std::uint32_t self() const noexcept { return node_core.rank(); }
+  // The last one looked up is checked inline: a ping-pong or a stream of
+  // sends finds it there every time.
   Connection* connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                         bool create) noexcept;
+                         bool create) noexcept {
+    if (last_conn && last_conn->key == link_key(priority, node_id, port)) return last_conn;
+    return find_connection(priority, node_id, port, create);
+  }
   Stream* stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                 bool create) noexcept;
+                 bool create) noexcept {
+    if (last_stream && last_stream->key == link_key(priority, node_id, port)) return last_stream;
+    return find_stream(priority, node_id, port, create);
+  }
+  Connection* find_connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                              bool create) noexcept;
+  Stream* find_stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                      bool create) noexcept;
   void maybe_release_stream(Stream* s) noexcept;
   /// Sends an answer now, or queues it behind those already waiting.
   Status send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,

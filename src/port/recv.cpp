@@ -26,10 +26,9 @@ std::uint8_t receive_type(std::uint8_t priority, bool peer, bool fast) {
 
 }  // namespace
 
-Stream* Port::Impl::stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                           bool create) noexcept {
+Stream* Port::Impl::find_stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
+                                bool create) noexcept {
   const std::uint64_t key = link_key(priority, node_id, port);
-  if (last_stream && last_stream->key == key) return last_stream;
   if (std::uint32_t h = stream_index.find(key); h != KeyIndex::npos)
     return last_stream = streams.lookup(static_cast<base::Pool<Stream>::Handle>(h));
   if (!create) return nullptr;

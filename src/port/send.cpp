@@ -26,10 +26,9 @@ Status unreachable(Status) {
 
 }  // namespace
 
-Connection* Port::Impl::connection(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                                   bool create) noexcept {
+Connection* Port::Impl::find_connection(std::uint8_t priority, std::uint32_t node_id,
+                                        std::uint16_t port, bool create) noexcept {
   const std::uint64_t key = link_key(priority, node_id, port);
-  if (last_conn && last_conn->key == key) return last_conn;
   if (std::uint32_t h = conn_index.find(key); h != KeyIndex::npos)
     return last_conn = conns.lookup(static_cast<base::Pool<Connection>::Handle>(h));
   if (!create) return nullptr;
