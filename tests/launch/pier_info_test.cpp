@@ -67,7 +67,30 @@ TEST(PierInfo, JsonNamesEveryBuiltInDriverWithCapsAndProfile) {
     if (!d.at("usable").get<bool>()) {
       EXPECT_NE(d.at("reason"), "") << d.dump();
     }
+    // What a usable driver runs without here (driver.hpp degraded_reason()).
+    EXPECT_TRUE(d.at("degraded").is_string()) << d.dump();
   }
+}
+
+TEST(PierInfo, ConfigNamesEveryKeyWithItsValueAndSource) {
+  const json root = info_json({"--config"}, {"PIER_CORE_CREDITS=7", "PIER_CORE_CREDIT=8"});
+  const json& config = root.at("config");
+  const json* credits = nullptr;
+  std::size_t keys = 0;
+  for (const json& e : config.at("keys")) {
+    ++keys;
+    EXPECT_TRUE(e.at("source").is_string()) << e.dump();
+    if (e.at("name") == "PIER_CORE_CREDITS") credits = &e;
+  }
+  EXPECT_GT(keys, 10u);
+  ASSERT_NE(credits, nullptr) << config.dump();
+  EXPECT_EQ(credits->at("value"), "7");
+  EXPECT_EQ(credits->at("source"), "environment");
+  // The misspelled variable is named with the closest real key.
+  const std::string unknown = root.at("environment").at("unknown").dump();
+  EXPECT_NE(unknown.find("PIER_CORE_CREDIT is unknown; did you mean PIER_CORE_CREDITS?"),
+            std::string::npos)
+      << unknown;
 }
 
 TEST(PierInfo, JsonHasThresholdsAndBootstrap) {

@@ -62,7 +62,8 @@ nlohmann::json profile_json(const driver::Profile& p) {
 struct Probe {
   bool made = false;
   bool usable = false;
-  std::string reason;  ///< why not usable, or a note when usable
+  std::string reason;    ///< why not usable, or a note when usable
+  std::string degraded;  ///< what it runs without here, as far as it knows alone
   bool have_props = false;
   driver::Properties props;
   std::size_t url_bytes = 0;
@@ -96,6 +97,7 @@ Probe probe(std::string_view spec, bool init) {
     auto url = c.init();
     if (url) {
       out.url_bytes = url->size();
+      out.degraded = c.degraded_reason();  // before close() forgets it
       (void)c.close();
     } else {
       out.reason = c.unavailable_reason();
@@ -108,6 +110,7 @@ Probe probe(std::string_view spec, bool init) {
   // A usable driver may still say something (shm: single copy refused).
   out.usable = true;
   out.reason = c.unavailable_reason();
+  if (out.degraded.empty()) out.degraded = c.degraded_reason();
   return out;
 }
 
@@ -122,11 +125,14 @@ void section_drivers(Sink& out, const Options& options) {
     const bool wrapper = entry.name == "fault";
     const std::string spec = wrapper ? "fault:self" : std::string(entry.name);
     const Probe p = probe(spec, options.init_drivers);
-    nlohmann::json data = {{"name", entry.name}, {"summary", entry.summary}, {"probed_as", spec},
-                           {"usable", p.usable}, {"reason", p.reason},       {"wrapper", wrapper}};
+    nlohmann::json data = {{"name", entry.name},    {"summary", entry.summary},
+                           {"probed_as", spec},     {"usable", p.usable},
+                           {"reason", p.reason},    {"wrapper", wrapper},
+                           {"degraded", p.degraded}};
     std::string text =
         fmt::format("{}: {}{}\n      {}", entry.name, p.usable ? "usable" : "NOT usable",
                     p.reason.empty() ? "" : " (" + p.reason + ")", entry.summary);
+    if (!p.degraded.empty()) text += fmt::format("\n      degraded: {}", p.degraded);
     if (p.have_props) {
       data["caps"] = caps_json(p.props.caps);
       data["profile"] = profile_json(p.props.profile);

@@ -53,6 +53,9 @@ class Link {
   const std::vector<std::byte>& url() const noexcept { return url_; }
   const driver::Caps& caps() const noexcept { return props_.caps; }
   const driver::Profile& profile() const noexcept { return props_.profile; }
+  /// What the driver ran without with this peer ("" when nothing), e.g. shm
+  /// single copy refused by the kernel.
+  std::string degraded_reason() const { return ctx_->degraded_reason(); }
   /// Opens both tracks and connects them to the peer's context url.
   Failure connect(std::span<const std::byte> peer_url, Deadline deadline);
 

@@ -226,6 +226,7 @@ std::vector<DriverReport> run_role(int role, std::uint32_t ranks, Exchanger& ex,
       if (!f) f = bench.sync();  // the peer is done with the link before we close it
       progress.step(drivers[i]);
       if (f) rep.error = fmt::format("{}: {}", f.what, describe(f.status));
+      rep.degraded = (*link)->degraded_reason();
     }
     if (!agree_end(ex, i, rep, deadline(), fatal)) {
       reports.push_back(std::move(rep));

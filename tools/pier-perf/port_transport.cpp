@@ -128,7 +128,12 @@ class PortTransport final : public Transport {
   Failure post_data(std::size_t size, std::size_t max_in_flight,
                     Deadline deadline) noexcept override {
     const unsigned s = port::min_size_for_length(size);
-    return send(send_buf_.data(), s, size, port::Priority::low, max_in_flight, deadline);
+    // No more in flight than the receiver has buffers for (it provides
+    // buffers_for() of them, as we compute it): a send that finds no buffer
+    // waits at the target and, on a loaded host, meets the port's send
+    // timeout (PIER_PORT_SEND_TIMEOUT_MS).
+    const std::size_t window = std::min<std::size_t>(max_in_flight, buffers_for(s));
+    return send(send_buf_.data(), s, size, port::Priority::low, window, deadline);
   }
 
   Failure finish_sends(Deadline deadline) noexcept override {

@@ -58,6 +58,7 @@ void print_table(const RunReport& report) {
     if (d.has_rate)
       fmt::print("message rate ({} B, window {}): {:.3f} M msg/s median, {:.3f} max\n", d.rate.size,
                  d.rate.window, d.rate.median_per_s / 1e6, d.rate.max_per_s / 1e6);
+    if (!d.degraded.empty()) fmt::print("{}: degraded: {}\n", d.driver, d.degraded);
     if (!d.error.empty()) fmt::print("{}: FAILED: {}\n", d.driver, d.error);
   }
   std::fflush(stdout);
@@ -83,6 +84,7 @@ std::string to_json(const RunReport& report) {
     jd["ran"] = d.ran;
     if (!d.skipped.empty()) jd["skipped"] = d.skipped;
     if (!d.error.empty()) jd["error"] = d.error;
+    if (!d.degraded.empty()) jd["degraded"] = d.degraded;
     if (d.ran && d.has_caps) {
       jd["caps"] = {{"max_packet", d.caps.max_packet},
                     {"needs_rdv", d.caps.needs_rdv},

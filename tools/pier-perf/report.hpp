@@ -14,6 +14,7 @@ struct DriverReport {
   bool ran = false;
   std::string skipped;    ///< why it did not run ("" when it ran)
   std::string error;      ///< a failure during the run ("" when none)
+  std::string degraded;   ///< driver mode: what the driver ran without here
   bool has_caps = false;  ///< driver mode: caps and profile are the driver's
   driver::Caps caps;
   driver::Profile profile;
