@@ -562,7 +562,10 @@ Status Core::send(const SendArgs& a) noexcept {
   if (gate.state == GateState::failed) return gate.failure;
   if (I.completion_count_ + I.sends_.outstanding() >= I.send_budget_) return Status::no_resource;
   if (!gate.active) {
-    gate.active = true;  // the loopback gate connects from the next pass
+    // The loopback gate connects from the next pass; when it is connected
+    // already, only the list of directly polled rails must learn of it.
+    gate.active = true;
+    I.polled_stale_ = true;
     I.touch(gate);
   }
   RegionEntry* entry = nullptr;
