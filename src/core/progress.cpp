@@ -24,7 +24,7 @@ Status Core::Impl::progress() noexcept {
   const bool sweep = (++passes_ & 63) == 0;
   if (sweep || !dirty_.empty() || !any_contexts_.empty() || polled_stale_) slow_pass(sweep);
   in_progress_ = false;
-  if (completion_count_ != 0) run_completions();
+  if (completion_count_ != 0 || !failed_peers_.empty()) run_completions();
   return Status::ok;
 }
 

@@ -33,6 +33,19 @@ TEST(Interface, PeerFailedIsToldOnceAfterItsOperationsFinalized) {
   EXPECT_TRUE(c.clients[2]->failed_peers.empty() || c.clients[2]->failed_peers[0] == 1);
 }
 
+// A peer found dead while nothing to it is pending is still told.
+TEST(Interface, PeerFailedIsToldWithNothingPending) {
+  Cluster c(2, "shm");
+  ASSERT_EQ(c.status, Status::ok);
+  auto small = pattern(64, 4);
+  ASSERT_EQ(c.send(0, 1, small, cookie(1)), Status::ok);
+  Recorder& tx = *c.clients[0];
+  ASSERT_TRUE(c.run_until([&] { return tx.finalized.size() == 1; }));
+  c.cores[1].reset();
+  ASSERT_TRUE(c.run_until([&] { return !tx.failed_peers.empty(); }, 5000));
+  EXPECT_EQ(tx.failed_peers, std::vector<Rank>{1});
+}
+
 TEST(Interface, DetachCleansWhatTheClientLeftAndStopsItsCallbacks) {
   Cluster c(2, "self");
   ASSERT_EQ(c.status, Status::ok);
