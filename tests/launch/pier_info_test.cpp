@@ -103,6 +103,27 @@ TEST(PierInfo, JsonHasThresholdsAndBootstrap) {
   EXPECT_EQ(root.at("bootstrap").at("pmix_built").get<bool>(), LAUNCH_HAVE_PMIX);
 }
 
+TEST(PierInfo, OfiProvidersNameTheOneTaken) {
+  const json root = info_json({});
+  const json& o = root.at("ofi_providers");
+  const bool built = find_driver(root, "ofi") != nullptr;
+  EXPECT_EQ(o.at("built").get<bool>(), built);
+  if (!built) GTEST_SKIP() << "ofi driver not built";
+  // libfabric here has at least its tcp provider; when any is usable, the
+  // one "ofi" takes is marked, once.
+  const json& list = o.at("providers");
+  ASSERT_FALSE(list.empty()) << o.dump();
+  int taken = 0;
+  bool usable = false;
+  for (const json& p : list) {
+    EXPECT_FALSE(p.at("name").get<std::string>().empty());
+    EXPECT_FALSE(p.at("reason").get<std::string>().empty());
+    taken += p.at("taken").get<bool>() ? 1 : 0;
+    usable = usable || (p.at("rdm").get<bool>() && p.at("tagged").get<bool>());
+  }
+  EXPECT_EQ(taken, usable ? 1 : 0) << o.dump();
+}
+
 TEST(PierInfo, UnusableDriverComesWithItsReason) {
   // An interface that does not exist: tcp cannot come up.
   const json root = info_json({}, {"PIER_TCP_IFACE=pier-nosuch0"});

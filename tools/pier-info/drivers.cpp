@@ -11,6 +11,12 @@
 #include "base/config.hpp"
 #include "boot/pmix.hpp"
 #include "core/core.hpp"
+#ifndef PIER_INFO_OFI
+#define PIER_INFO_OFI 0
+#endif
+#if PIER_INFO_OFI
+#include "drivers/ofi/ofi.hpp"
+#endif
 
 #include <pier/driver.hpp>
 
@@ -149,6 +155,23 @@ void section_drivers(Sink& out, const Options& options) {
     if (wrapper) text += fmt::format("\n      (shown wrapping self; use {}:<driver>)", entry.name);
     out.item("drivers", data, text);
   }
+}
+
+void section_ofi_providers(Sink& out, const Options&) {
+  out.begin("ofi_providers");
+  out.field("built", PIER_INFO_OFI != 0);
+  out.list("providers");
+#if PIER_INFO_OFI
+  for (const drivers::ofi::ProviderReport& r : drivers::ofi::survey()) {
+    nlohmann::json data = {{"name", r.name},   {"fabric", r.fabric}, {"domain", r.domain},
+                           {"rdm", r.rdm},     {"tagged", r.tagged}, {"rma", r.rma},
+                           {"taken", r.taken}, {"reason", r.reason}};
+    std::string text =
+        fmt::format("{}{}: fabric {}, domain {}\n      {}", r.taken ? "* " : "", r.name,
+                    r.fabric.empty() ? "-" : r.fabric, r.domain.empty() ? "-" : r.domain, r.reason);
+    out.item("providers", data, text);
+  }
+#endif
 }
 
 void section_thresholds(Sink& out, const Options&) {

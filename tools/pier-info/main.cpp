@@ -24,9 +24,10 @@ int main(int argc, char** argv) {
 
   // One function per section; a new section (drivers, ...) is one more line.
   using Section = void (*)(info::Sink&, const info::Options&);
-  constexpr Section sections[] = {info::section_build,      info::section_drivers,
-                                  info::section_thresholds, info::section_bootstrap,
-                                  info::section_config,     info::section_environment};
+  constexpr Section sections[] = {info::section_build,         info::section_drivers,
+                                  info::section_ofi_providers, info::section_thresholds,
+                                  info::section_bootstrap,     info::section_config,
+                                  info::section_environment};
   info::Sink sink(json);
   for (Section section : sections) section(sink, options);
   sink.finish(std::cout);

@@ -45,6 +45,8 @@ void section_config(Sink& out, const Options& options);
 void section_environment(Sink& out, const Options& options);
 /// Every built-in driver: usable or why not, capabilities, profile.
 void section_drivers(Sink& out, const Options& options);
+/// The libfabric providers found here, which one "ofi" takes and why.
+void section_ofi_providers(Sink& out, const Options& options);
 /// The core's protocol thresholds (CORE_* keys as the core reads them).
 void section_thresholds(Sink& out, const Options& options);
 /// The bootstrap back end this process would use, and whether PMIx is built.
