@@ -87,11 +87,16 @@ Failure ApiBench::latency(std::size_t size, SizeResult& out) {
     if (role_ == 0) {
       if (Failure f = t_.post_data(size, 1, deadline)) return f;
       if (Failure f = t_.wait_data(size, deadline, &landed)) return f;
+      if (Failure f = check(size, landed, true, "ping-pong")) return f;
     } else {
+      // Check (and clear) the ping before answering it: once the pong left,
+      // the next ping may land in the same place (Portals: one persistent
+      // ME, filled by a progress thread) while this side still reads, and
+      // clearing after it would wipe the new ping's bytes.
       if (Failure f = t_.wait_data(size, deadline, &landed)) return f;
+      if (Failure f = check(size, landed, true, "ping-pong")) return f;
       if (Failure f = t_.post_data(size, 1, deadline)) return f;
     }
-    if (Failure f = check(size, landed, true, "ping-pong")) return f;
     return t_.release_data(landed);
   };
   if (Failure f = t_.expect_data(size, warmup)) return f;

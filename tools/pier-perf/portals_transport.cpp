@@ -3,6 +3,12 @@
 // over the receive buffer (portal 0) and one over a ring of control slots
 // (portal 1), each counting its puts with a CT; the data and control MDs
 // count their sends. No events are queued: every wait is a PtlCTPoll.
+//
+// A put that reaches a peer before it appended its MEs is dropped (a target
+// with the progress thread answers puts from the moment PtlNIInit
+// returned), so open() ends with a handshake: each side puts to the peer's
+// "ready" portal, appended last, with a counting ack, until one is acked
+// without failure.
 #include "api.hpp"
 
 #include "base/config.hpp"
@@ -10,6 +16,8 @@
 #include <portals4.h>
 
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +27,7 @@ namespace {
 
 constexpr ptl_pt_index_t data_pt = 0;
 constexpr ptl_pt_index_t ctrl_pt = 1;
+constexpr ptl_pt_index_t ready_pt = 2;
 constexpr std::size_t ctrl_slots = 64;  ///< control values in flight, at most
 
 std::string ptl_text(int rc) {
@@ -52,11 +61,11 @@ class PortalsTransport final : public Transport {
  public:
   ~PortalsTransport() override {
     if (!up_) return;
-    for (auto* me : {&data_me_, &ctrl_me_})
+    for (auto* me : {&data_me_, &ctrl_me_, &ready_me_})
       if (*me != PTL_INVALID_HANDLE) (void)PtlMEUnlink(*me);
-    for (auto* md : {&data_md_, &ctrl_md_})
+    for (auto* md : {&data_md_, &ctrl_md_, &ready_md_})
       if (*md != PTL_INVALID_HANDLE) (void)PtlMDRelease(*md);
-    for (auto* ct : {&data_ct_, &ctrl_ct_, &data_md_ct_, &ctrl_md_ct_})
+    for (auto* ct : {&data_ct_, &ctrl_ct_, &data_md_ct_, &ctrl_md_ct_, &ready_md_ct_})
       if (*ct != PTL_INVALID_HANDLE) (void)PtlCTFree(*ct);
     (void)PtlNIFini(ni_);
     PtlFini();
@@ -90,9 +99,9 @@ class PortalsTransport final : public Transport {
     recv_buf_.assign(send_buf_.size(), std::byte{0});
     ctrl_in_.assign(ctrl_slots, 0);
     ctrl_out_.assign(ctrl_slots, 0);
-    for (auto* ct : {&data_ct_, &ctrl_ct_, &data_md_ct_, &ctrl_md_ct_})
+    for (auto* ct : {&data_ct_, &ctrl_ct_, &data_md_ct_, &ctrl_md_ct_, &ready_md_ct_})
       if (int rc = PtlCTAlloc(ni_, ct); rc != PTL_OK) return ptl_failure(rc, "PtlCTAlloc");
-    for (auto pt : {data_pt, ctrl_pt}) {
+    for (auto pt : {data_pt, ctrl_pt, ready_pt}) {
       ptl_pt_index_t got = 0;
       if (int rc = PtlPTAlloc(ni_, 0, PTL_EQ_NONE, pt, &got); rc != PTL_OK)
         return ptl_failure(rc, "PtlPTAlloc");
@@ -101,7 +110,11 @@ class PortalsTransport final : public Transport {
       return f;
     if (Failure f = append(ctrl_pt, ctrl_in_.data(), ctrl_slots * 8, ctrl_ct_, &ctrl_me_)) return f;
     if (Failure f = bind(send_buf_.data(), send_buf_.size(), data_md_ct_, &data_md_)) return f;
-    return bind(ctrl_out_.data(), ctrl_slots * 8, ctrl_md_ct_, &ctrl_md_);
+    if (Failure f = bind(ctrl_out_.data(), ctrl_slots * 8, ctrl_md_ct_, &ctrl_md_)) return f;
+    // Last: the peer's ready put matching here means everything above is up.
+    if (Failure f = append(ready_pt, &ready_in_, 8, PTL_CT_NONE, &ready_me_)) return f;
+    if (Failure f = bind(&ready_out_, 8, ready_md_ct_, &ready_md_, PTL_MD_EVENT_CT_ACK)) return f;
+    return wait_peer_ready(Clock::now() + std::chrono::seconds(30));
   }
 
   std::span<std::byte> send_bytes(std::size_t size) noexcept override {
@@ -171,30 +184,57 @@ class PortalsTransport final : public Transport {
       return ptl_failure(rc, "PtlMEAppend");
     return {};
   }
-  Failure bind(void* start, std::size_t len, ptl_handle_ct_t ct, ptl_handle_md_t* md) {
+  Failure bind(void* start, std::size_t len, ptl_handle_ct_t ct, ptl_handle_md_t* md,
+               unsigned options = PTL_MD_EVENT_CT_SEND) {
     ptl_md_t d{};
     d.start = start;
     d.length = len;
-    d.options = PTL_MD_EVENT_CT_SEND;
+    d.options = options;
     d.eq_handle = PTL_EQ_NONE;
     d.ct_handle = ct;
     if (int rc = PtlMDBind(ni_, &d, md); rc != PTL_OK) return ptl_failure(rc, "PtlMDBind");
     return {};
   }
+  /// Puts to the peer's ready portal until one is acked without failure: a
+  /// put that arrives before the peer appended its MEs is acked as dropped.
+  Failure wait_peer_ready(Deadline deadline) noexcept {
+    for (;;) {
+      const int rc = PtlPut(ready_md_, 0, 8, PTL_CT_ACK_REQ, peer_, ready_pt, 0, 0, nullptr, 0);
+      if (rc != PTL_OK) return ptl_failure(rc, "PtlPut (ready)");
+      // The counter starts at zero for each try: its ack (ok or dropped)
+      // either counts a success or a failure, which both end the poll.
+      ptl_ct_event_t ev{};
+      if (Failure f = wait_ct(ready_md_ct_, 1, deadline, "ready ack", &ev)) return f;
+      if (ev.success > 0) return {};
+      if (int crc = PtlCTSet(ready_md_ct_, ptl_ct_event_t{0, 0}); crc != PTL_OK)
+        return ptl_failure(crc, "PtlCTSet (ready)");
+      if (Clock::now() >= deadline)
+        return {Status::timeout, "the peer's portals never became ready"};
+      ::usleep(1000);
+    }
+  }
   /// PtlCTPoll in slices, so that the phase deadline holds.
-  Failure wait_ct(ptl_handle_ct_t ct, std::size_t target, Deadline deadline,
-                  const char* what) noexcept {
+  /// With `failed`, a failure ends the wait too and is handed back there.
+  Failure wait_ct(ptl_handle_ct_t ct, std::size_t target, Deadline deadline, const char* what,
+                  ptl_ct_event_t* failed = nullptr) noexcept {
     for (;;) {
       ptl_ct_event_t ev{};
       unsigned which = 0;
       const ptl_size_t test = target;
       const int rc = PtlCTPoll(&ct, &test, 1, 100, &ev, &which);
+      if (failed && rc == PTL_OK) {
+        *failed = ev;
+        return {};
+      }
       if (ev.failure != 0) return {Status::broken, fmt::format("{}: {} failed", what, ev.failure)};
       if (rc == PTL_OK) return {};
       if (rc != PTL_CT_NONE_REACHED) return ptl_failure(rc, "PtlCTPoll");
-      if (Clock::now() >= deadline)
-        return {Status::timeout,
-                fmt::format("{}: {} of {} after the deadline", what, ev.success, target)};
+      if (Clock::now() >= deadline) {
+        ptl_sr_value_t dropped = 0;
+        (void)PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped);
+        return {Status::timeout, fmt::format("{}: {} of {} after the deadline ({} dropped here)",
+                                             what, ev.success, target, dropped)};
+      }
     }
   }
 
@@ -205,6 +245,10 @@ class PortalsTransport final : public Transport {
   ptl_handle_ct_t data_md_ct_ = PTL_INVALID_HANDLE, ctrl_md_ct_ = PTL_INVALID_HANDLE;
   ptl_handle_me_t data_me_ = PTL_INVALID_HANDLE, ctrl_me_ = PTL_INVALID_HANDLE;
   ptl_handle_md_t data_md_ = PTL_INVALID_HANDLE, ctrl_md_ = PTL_INVALID_HANDLE;
+  ptl_handle_ct_t ready_md_ct_ = PTL_INVALID_HANDLE;
+  ptl_handle_me_t ready_me_ = PTL_INVALID_HANDLE;
+  ptl_handle_md_t ready_md_ = PTL_INVALID_HANDLE;
+  std::uint64_t ready_in_ = 0, ready_out_ = 0;
   std::vector<std::byte> send_buf_, recv_buf_;
   std::vector<std::uint64_t> ctrl_in_, ctrl_out_;
   std::size_t data_sent_ = 0, data_recvd_ = 0, ctrl_sent_ = 0, ctrl_recvd_ = 0;
