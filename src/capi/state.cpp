@@ -138,10 +138,6 @@ int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
   return out.rc;
 }
 
-void check_peers() noexcept {
-  (void)call(lib::Op::check_peers, lib::Call{});
-}
-
 void wait_enter() noexcept {
   wait_state.fetch_add(one_waiter, std::memory_order_acq_rel);
 }

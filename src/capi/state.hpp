@@ -35,9 +35,6 @@ State* state() noexcept;
 /// NAL could not deliver the call.
 int call(lib::Op op, const lib::Call& c, lib::Reply* r = nullptr) noexcept;
 
-/// Fails operations waiting for an answer from a peer that died.
-void check_peers() noexcept;
-
 /// Bookkeeping of the blocking calls, for PtlAbort.
 void wait_enter() noexcept;
 void wait_exit() noexcept;
@@ -61,7 +58,6 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
                                                  : base::Deadline::after_ms(timeout_ms);
   wait_enter();
   int rc = empty;
-  auto next_check = base::Deadline::after_ms(100);
   while (true) {
     if (aborting()) {
       rc = PTL_ABORTED;
@@ -70,10 +66,6 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
     std::uint64_t seen = s->lib->notifier().epoch();
     rc = attempt();
     if (rc != empty || deadline.expired()) break;
-    if (next_check.expired()) {
-      check_peers();
-      next_check = base::Deadline::after_ms(100);
-    }
     idle(*s, seen, deadline);
   }
   wait_exit();

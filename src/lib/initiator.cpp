@@ -25,13 +25,13 @@ void Lib::stop_awaiting(Msg* m) noexcept {
   m->awaiting = false;
 }
 
-int Lib::check_peers() noexcept {
-  // A peer whose gate failed will not answer: its operations end with
-  // PTL_NI_UNDELIVERABLE instead of waiting for ever.
+void Lib::peer_failed(core::Rank peer) noexcept {
+  // The core finalized every operation it held for `peer` just before: what
+  // still waits here is an ack or reply that can no longer come. Those end
+  // with PTL_NI_UNDELIVERABLE now instead of waiting for ever.
   for (Msg* m = awaiting_.head; m;) {
     Msg* next = m->next;
-    auto info = core_.gate_info(m->peer);
-    if (!info || info->failure != Status::ok) {
+    if (m->peer == peer) {
       stop_awaiting(m);
       m->answered = true;
       m->answer_fail = PTL_NI_UNDELIVERABLE;
@@ -40,7 +40,6 @@ int Lib::check_peers() noexcept {
     }
     m = next;
   }
-  return PTL_OK;
 }
 
 void Lib::release_msg(Msg* m) noexcept {

@@ -255,9 +255,6 @@ Reply Lib::call(Op op, const Call& c) noexcept {
     case Op::bundle_end:
       r.rc = bundle(c, r, false);
       break;
-    case Op::check_peers:
-      r.rc = check_peers();
-      break;
     case Op::pending:
       r.size = core_.pending();
       r.rc = PTL_OK;

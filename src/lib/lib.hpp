@@ -63,8 +63,7 @@ enum class Op : std::uint32_t {
   trig_unlink,
   bundle_start,
   bundle_end,
-  pending,      ///< Reply::size = the core's sends and receives still under way
-  check_peers,  ///< fails the operations whose answer can no longer come
+  pending,  ///< Reply::size = the core's sends and receives still under way
 };
 
 struct Call {
@@ -139,6 +138,8 @@ class Lib final : public core::Client, public nal::Lib {
                   std::span<std::byte> ret) noexcept override;
   void lib_parse(const core::Arrival& arrival) noexcept override;
   void lib_finalize(void* cookie, Status status) noexcept override;
+  /// Ends the operations whose ack or reply `peer` can no longer send.
+  void peer_failed(core::Rank peer) noexcept override;
 
   Notifier& notifier() noexcept { return notifier_; }
   /// Messages in flight (tests check that nothing leaks).
@@ -222,7 +223,6 @@ class Lib final : public core::Client, public nal::Lib {
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
-  int check_peers() noexcept;
   void stop_awaiting(Msg* m) noexcept;
   Msg* new_msg() noexcept;
   Result<core::Rank> rank_of(Ni& ni, ptl_process_t target) const noexcept;

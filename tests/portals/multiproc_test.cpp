@@ -66,5 +66,41 @@ INSTANTIATE_TEST_SUITE_P(Cells, PortalsDeadLink, ::testing::Values("fault:shm", 
                            return std::string(cell.param).substr(6);
                          });
 
+// Peer death through the core's peer_failed: rank 0 exits without PtlFini
+// while rank 1's acked put and get wait for answers; rank 1 makes no
+// blocking call (PtlEQGet only), with and without its progress thread, and
+// both operations must end with PTL_NI_UNDELIVERABLE within 10 s.
+struct Death {
+  const char* drivers;
+  bool helper;
+};
+
+class PortalsPeerDeath : public ::testing::TestWithParam<Death> {};
+
+TEST_P(PortalsPeerDeath, AnswersFromADeadPeerEndUndeliverable) {
+  multiproc::RunSpec spec;
+  spec.argv = {PIER_RUN_PATH,    "-n",      "2",        "--timeout", "60", "--kill-grace", "2",
+               PORTALS_JOB_PATH, "logical", "peerdeath"};
+  spec.env = {std::string("PIER_CORE_DRIVERS=") + GetParam().drivers,
+              std::string("PIER_CAPI_PROGRESS_THREAD=") + (GetParam().helper ? "1" : "0")};
+  spec.limit = std::chrono::seconds(90);
+  multiproc::Outcome o = multiproc::run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("rank 0: exits without PtlFini"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("rank 1: ack and reply undeliverable after"), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("rank 1: ok"), std::string::npos) << o.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cells, PortalsPeerDeath,
+                         ::testing::Values(Death{"self,shm", true}, Death{"self,tcp", true},
+                                           Death{"self,shm", false}),
+                         [](const ::testing::TestParamInfo<Death>& cell) {
+                           std::string d = cell.param.drivers;
+                           return d.substr(d.find(',') + 1) +
+                                  (cell.param.helper ? "_helper" : "_no_helper");
+                         });
+
 }  // namespace
 }  // namespace pier::portals::test

@@ -336,6 +336,82 @@ int run_deadlink(Job& j, int rank) {
   return fail(rank, "the link never died", -1);
 }
 
+/// Rank 0 dies (exits without PtlFini) while rank 1 waits for an ack and a
+/// reply it made rank 0 unable to send: rank 0 runs without the progress
+/// thread and makes no pier call once it saw rank 1's hello. Rank 1 only
+/// polls its EQ (PtlEQGet, no blocking call), so nothing but the core's
+/// peer failure can end its two operations; they must end with
+/// PTL_NI_UNDELIVERABLE within 10 s.
+int run_peerdeath(Job& j, int rank) {
+  static unsigned char buffer[64];
+  using Clock = std::chrono::steady_clock;
+  if (rank == 0) {
+    ptl_handle_ct_t ct;
+    TRY(PtlCTAlloc(j.ni, &ct));
+    ptl_me_t me{};
+    me.start = buffer;
+    me.length = sizeof buffer;
+    me.ct_handle = ct;
+    me.uid = PTL_UID_ANY;
+    me.options = PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_CT_COMM;
+    if (j.logical)
+      me.match_id.rank = PTL_RANK_ANY;
+    else
+      me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+    ptl_handle_me_t h;
+    TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
+    ptl_ct_event_t v{};
+    ptl_size_t one = 1;
+    unsigned which;
+    TRY(PtlCTPoll(&ct, &one, 1, 20000, &v, &which));
+    // Linger a little so the hello's ack leaves, then fall silent and die.
+    ptl_size_t never = 1u << 30;
+    (void)PtlCTPoll(&ct, &never, 1, 300, &v, &which);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    std::printf("rank 0: exits without PtlFini\n");
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  if (rank != 1) return 0;
+  ptl_md_t d{buffer, sizeof buffer, 0, j.eq, PTL_CT_NONE};
+  ptl_handle_md_t md;
+  TRY(PtlMDBind(j.ni, &d, &md));
+  ptl_process_t t = j.target();
+  // Hello until acked: rank 0's ME may not be appended yet.
+  for (int i = 0;; ++i) {
+    TRY(PtlPut(md, 0, 8, PTL_ACK_REQ, t, pt_index, 0, 0, nullptr, 0));
+    if (j.await(PTL_EVENT_SEND) != PTL_NI_OK) return fail(rank, "hello SEND", -1);
+    int ack = j.await(PTL_EVENT_ACK);
+    if (ack == PTL_NI_OK) break;
+    if (ack != PTL_NI_DROPPED || i > 2000) return fail(rank, "hello ACK", ack);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // rank 0 is silent now
+  TRY(PtlPut(md, 0, 8, PTL_ACK_REQ, t, pt_index, 0, 0, nullptr, 0));
+  TRY(PtlGet(md, 8, 8, t, pt_index, 0, 0, nullptr));
+  const auto start = Clock::now();
+  int ack = -1, reply = -1;
+  while (ack < 0 || reply < 0) {
+    if (Clock::now() - start > std::chrono::seconds(10))
+      return fail(rank, "an ACK and a REPLY within 10 s of rank 0's death", ack * 100 + reply);
+    ptl_event_t ev{};
+    int rc = PtlEQGet(j.eq, &ev);
+    if (rc == PTL_EQ_EMPTY) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    if (rc != PTL_OK) return fail(rank, "PtlEQGet", rc);
+    if (ev.type == PTL_EVENT_ACK) ack = ev.ni_fail_type;
+    if (ev.type == PTL_EVENT_REPLY) reply = ev.ni_fail_type;
+  }
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  if (ack != PTL_NI_UNDELIVERABLE || reply != PTL_NI_UNDELIVERABLE)
+    return fail(rank, "ACK and REPLY undeliverable", ack * 100 + reply);
+  std::printf("rank 1: ack and reply undeliverable after %lld ms\n", static_cast<long long>(ms));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -348,6 +424,10 @@ int main(int argc, char** argv) {
   const char* faults = std::getenv("PORTALS_JOB_RANK0_FAULTS");
   const char* my_rank = std::getenv("PIER_RUN_RANK");
   if (faults && my_rank && std::strcmp(my_rank, "0") == 0) setenv("PIER_FAULT_PLAN", faults, 1);
+  // peerdeath: rank 0 must not answer once it fell silent.
+  if (argc > 2 && std::strcmp(argv[2], "peerdeath") == 0 && my_rank &&
+      std::strcmp(my_rank, "0") == 0)
+    setenv("PIER_CAPI_PROGRESS_THREAD", "0", 1);
   TRY(PtlInit());
   unsigned options = PTL_NI_MATCHING | (j.logical ? PTL_NI_LOGICAL : PTL_NI_PHYSICAL);
   TRY(PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, nullptr, nullptr, &j.ni));
@@ -371,6 +451,8 @@ int main(int argc, char** argv) {
     rc = run_unexpected(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "deadlink") == 0)
     rc = run_deadlink(j, rank);
+  else if (argc > 2 && std::strcmp(argv[2], "peerdeath") == 0)
+    rc = run_peerdeath(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
     rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
   else
