@@ -283,8 +283,6 @@ class Port::Impl {
   /// The core's gate to `node_id` failed: every op waiting for its answer
   /// there fails unreachable (once per connection, G10).
   void on_peer_failed(std::uint32_t node_id) noexcept;
-  /// Every 10 ms: connections waiting for answers from a failed gate.
-  void check_gates() noexcept;
   void fail_unanswered(Connection* c) noexcept;
   void close_sender() noexcept;
 

@@ -146,15 +146,12 @@ void Port::Impl::poll_after() noexcept {
   if (!reply_retry.empty()) retry_replies();
   if (waiting > 0 && buffers_added) serve_streams();
   // The clock costs as much as the rest of a poll: timers (held arrivals,
-  // alarms, the gate check) are looked at every 16th poll only.
+  // alarms) are looked at every 16th poll only.
   if ((++polls & 15) != 0) return;
   const std::int64_t now = base::now_ns();
   if (waiting > 0 && (buffers_added || now >= next_check_ns)) serve_streams();
   if (alarms_armed > 0) fire_alarms();
-  if (now >= next_check_ns) {
-    next_check_ns = now + check_period_ns;
-    check_gates();
-  }
+  if (now >= next_check_ns) next_check_ns = now + check_period_ns;
 }
 
 void Port::Impl::poll() noexcept {

@@ -386,19 +386,6 @@ void Port::Impl::on_peer_failed(std::uint32_t node_id) noexcept {
     if (c->node == node_id) fail_unanswered(c);
 }
 
-void Port::Impl::check_gates() noexcept {
-  // The fallback of on_peer_failed(): the core reports a failed peer only
-  // from a progress pass that also ran finalizes, so a gate that failed
-  // with nothing of ours pending in it is found here (gate_status does not
-  // allocate).
-  for (Connection* c : live_conns) {
-    bool unanswered = false;
-    for (Op* op = c->in_flight.head; op != nullptr && !unanswered; op = op->next)
-      unanswered = !op->replied && !op->core_busy;
-    if (unanswered && core().gate_status(c->node) != Status::ok) fail_unanswered(c);
-  }
-}
-
 void Port::Impl::close_sender() noexcept {
   // Ops the core no longer holds give their regions back now; the others
   // when their lib_finalize comes (on_*_finalized of a closed port).
