@@ -19,6 +19,41 @@ Msg* Lib::new_msg() noexcept {
   return m;
 }
 
+bool Lib::stage_acquire(Msg* m, std::size_t bytes, bool target) noexcept {
+  // First fit over the block bitmap: a run of free blocks long enough, in
+  // the initiator's half or the target's. Halves, so that in one process
+  // (self) requests holding staging never starve the targets they wait for.
+  const std::size_t half = stage_blocks_ / 2;
+  const std::size_t begin = target ? half : 0, end = target ? 2 * half : half;
+  std::size_t need = (bytes + stage_block - 1) / stage_block;
+  if (need == 0 || need > half) return false;
+  std::size_t run = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    if (i % 64 == 0 && i + 64 <= end && stage_used_[i / 64] == ~std::uint64_t{0}) {
+      run = 0;
+      i += 63;
+      continue;
+    }
+    if ((stage_used_[i / 64] >> (i % 64)) & 1u) {
+      run = 0;
+      continue;
+    }
+    if (++run < need) continue;
+    std::size_t first = i + 1 - need;
+    for (std::size_t k = first; k <= i; ++k) stage_used_[k / 64] |= std::uint64_t{1} << (k % 64);
+    m->stage = static_cast<std::uint32_t>(first);
+    m->stage_count = static_cast<std::uint32_t>(need);
+    return true;
+  }
+  return false;
+}
+
+void Lib::stage_release(Msg* m) noexcept {
+  for (std::size_t k = m->stage; k < std::size_t{m->stage} + m->stage_count; ++k)
+    stage_used_[k / 64] &= ~(std::uint64_t{1} << (k % 64));
+  m->stage_count = 0;
+}
+
 void Lib::stop_awaiting(Msg* m) noexcept {
   if (!m->awaiting) return;
   awaiting_.remove(m);
@@ -48,7 +83,10 @@ void Lib::release_msg(Msg* m) noexcept {
   if (m->md) --m->md->pending;
   if (m->get_md) --m->get_md->pending;
   bounce_free_.push_back(m->bounce);
+  bool target_staging = m->stage_count && m->stage >= stage_blocks_ / 2;
+  if (m->stage_count) stage_release(m);
   msgs_.release(m);
+  if (target_staging && !stage_waiting_.empty()) stage_retry();
   if (ni && --ni->inflight == 0 && ni->dying) {
     ni->dying = false;
     destroy_ni(*ni);
@@ -117,13 +155,12 @@ int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
   }
   auto peer = rank_of(ni, mv.target);
   if (!peer) return PTL_ARG_INVALID;
-  // An iovec range that crosses elements is staged through the bounce slot.
-  if (md->buffer.iovec && mv.length > bounce_slot / 2) {
-    std::size_t i = md->buffer.segment_at(mv.local_offset);
-    if (i < md->buffer.segments.size() &&
-        mv.length > md->buffer.segments[i].extent - (mv.local_offset - md->buffer.starts[i]))
-      return PTL_ARG_INVALID;
-  }
+  // An iovec range that crosses elements is staged: through the message's
+  // bounce slot up to bounce_stage_max bytes, else through the staging
+  // pool, which must be able to hold it.
+  if (mv.length > bounce_stage_max && mv.length > staging_capacity() &&
+      md->buffer.crosses(mv.local_offset, mv.length))
+    return PTL_ARG_INVALID;
   return PTL_OK;
 }
 
@@ -181,6 +218,16 @@ int Lib::start_move(const Move& mv) noexcept {
     awaiting_.push_back(m);
     m->awaiting = true;
   }
+  // A long range that crosses elements of the MD's iovec is staged: a put
+  // gathers it below, a get's reply lands there before it is scattered.
+  bool put_data = mv.op == wire::PortalsOp::put && mv.length > 0;
+  bool volatile_md = md->desc.options & PTL_MD_VOLATILE;
+  if ((put_data || mv.op == wire::PortalsOp::get) && mv.length > bounce_stage_max &&
+      md->buffer.crosses(mv.local_offset, mv.length) && !stage_acquire(m, mv.length, false)) {
+    PIER_LOG(debug, "lib", "no staging run of {} bytes free now", mv.length);
+    release_msg(m);
+    return PTL_NO_SPACE;
+  }
 
   wire::PortalsHeader h;
   h.op = mv.op;
@@ -214,17 +261,18 @@ int Lib::start_move(const Move& mv) noexcept {
     region = &bounce_region_;
     offset = bounce_offset(m);
     length = mv.operand_length + mv.length;
-  } else if (mv.op == wire::PortalsOp::put && mv.length > 0) {
+  } else if (put_data) {
     std::size_t i = md->buffer.segment_at(mv.local_offset);
     std::size_t in = mv.local_offset - md->buffer.starts[i];
-    bool volatile_md = md->desc.options & PTL_MD_VOLATILE;
     if (!volatile_md && mv.length <= md->buffer.segments[i].extent - in) {
       region = &md->buffer.segments[i];
       offset = in;
     } else {
-      gather(md->buffer, mv.local_offset, mv.length, bounce(m));
-      region = &bounce_region_;
-      offset = bounce_offset(m);
+      // Crossing (or volatile, at most max_volatile_size): the bounce slot,
+      // or the staging run taken above.
+      gather(md->buffer, mv.local_offset, mv.length, staged(m));
+      region = staged_region(m);
+      offset = staged_offset(m);
     }
     length = mv.length;
   }
@@ -297,7 +345,9 @@ void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noe
     if (n <= b.segments[i].extent - in) {
       s = core_.recv(a.handle, reply_cookie(m), &b.segments[i], in, n, a.length);
     } else {
-      s = core_.recv(a.handle, reply_cookie(m), &bounce_region_, bounce_offset(m), n, a.length);
+      // Crossing the get MD's elements: the bounce slot or the staging run
+      // taken when the get started; deliver_answer scatters it.
+      s = core_.recv(a.handle, reply_cookie(m), staged_region(m), staged_offset(m), n, a.length);
     }
     if (s != Status::ok) {
       m->phase = Phase::init_send;
@@ -324,7 +374,7 @@ void Lib::deliver_answer(Msg* m) noexcept {
         std::size_t j = b.segment_at(m->local_get_offset + done);
         std::size_t k = m->local_get_offset + done - b.starts[j];
         std::size_t n = std::min<std::size_t>(m->answer_mlength - done, b.segments[j].extent - k);
-        (void)core_.write(b.segments[j], k, {bounce(m) + done, n});
+        (void)core_.write(b.segments[j], k, {staged(m) + done, n});
         done += n;
       }
     }

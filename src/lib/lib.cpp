@@ -15,6 +15,12 @@ namespace pier::lib {
 inline const config::IntKey messages_key{
     "LIB_MESSAGES", 1024, 16, 65536,
     "Portals message states per process: operations in flight, initiator and target together"};
+inline const config::IntKey staging_key{
+    "LIB_STAGING_KIB", 16384, 0, std::int64_t{8} << 20,
+    "KiB of staging memory per process for iovec ranges that cross elements and are longer than "
+    "544 bytes (gathered before they leave, scattered after they land); half serves ranges "
+    "leaving, half ranges landing, and a crossing range longer than a half is refused at the "
+    "initiator and dropped at a target"};
 inline const config::IntKey triggered_key{"LIB_TRIGGERED", 4096, 16, 1 << 20,
                                           "triggered operations pending per process, all NIs"};
 
@@ -103,6 +109,7 @@ Lib::~Lib() {
   for (auto& ni : nis_)
     if (ni.refs > 0 || ni.dying) destroy_ni(ni);
   if (bounce_region_.handle != 0) (void)core_.invalidate(bounce_region_);
+  if (staging_region_.handle != 0) (void)core_.invalidate(staging_region_);
 }
 
 Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
@@ -114,6 +121,17 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   auto region = core.validate(lib->bounce_.data(), lib->bounce_.size());
   if (!region) return region.status();
   lib->bounce_region_ = *region;
+  // Blocks of the staging pool; the memory is not touched until used.
+  std::size_t blocks =
+      (static_cast<std::size_t>(staging_key.get()) * 1024 + stage_block - 1) / stage_block;
+  if (blocks > 0) {
+    lib->staging_ = std::make_unique_for_overwrite<std::byte[]>(blocks * stage_block);
+    auto staging = core.validate(lib->staging_.get(), blocks * stage_block);
+    if (!staging) return staging.status();
+    lib->staging_region_ = *staging;
+    lib->stage_blocks_ = blocks;
+    lib->stage_used_.assign((blocks + 63) / 64, 0);
+  }
   lib->pid_ = core.rank();
   lib->uid_ = static_cast<std::uint32_t>(geteuid());
   lib->fire_queue_.reserve(lib->trigs_.capacity());

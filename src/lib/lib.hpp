@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -127,6 +128,11 @@ class Notifier {
 /// Bytes per message for atomics and small staged copies: an operand, the
 /// data and the fetched values, each up to the atomic size limit.
 inline constexpr std::size_t bounce_slot = 1088;
+/// iovec ranges that cross elements up to this length go through the
+/// message's bounce slot; longer ones through the staging pool.
+inline constexpr std::size_t bounce_stage_max = bounce_slot / 2;
+/// The staging pool's unit: runs of whole blocks are handed out.
+inline constexpr std::size_t stage_block = 64 * 1024;
 
 class Lib final : public core::Client, public nal::Lib {
  public:
@@ -215,6 +221,27 @@ class Lib final : public core::Client, public nal::Lib {
   void flush_deferred() noexcept;
   std::byte* bounce(const Msg* m) noexcept { return bounce_.data() + m->bounce * bounce_slot; }
   std::size_t bounce_offset(const Msg* m) const noexcept { return m->bounce * bounce_slot; }
+  /// Takes a staging run of at least `bytes` for `m` from the initiator's
+  /// or the target's half of the pool; false when none is free now.
+  bool stage_acquire(Msg* m, std::size_t bytes, bool target) noexcept;
+  void stage_release(Msg* m) noexcept;
+  /// The longest run either half can hand out.
+  std::size_t staging_capacity() const noexcept { return stage_blocks_ / 2 * stage_block; }
+  /// Gives freed target staging to the parked messages, oldest first.
+  void stage_retry() noexcept;
+  /// Moves a parked target message's data now that it has its run.
+  void resume_staged(Msg* m) noexcept;
+  /// Where a crossing range of `m` is staged: its staging run if it has
+  /// one, else its bounce slot.
+  std::byte* staged(const Msg* m) noexcept {
+    return m->stage_count ? staging_.get() + std::size_t{m->stage} * stage_block : bounce(m);
+  }
+  const core::Region* staged_region(const Msg* m) const noexcept {
+    return m->stage_count ? &staging_region_ : &bounce_region_;
+  }
+  std::size_t staged_offset(const Msg* m) const noexcept {
+    return m->stage_count ? std::size_t{m->stage} * stage_block : bounce_offset(m);
+  }
   void disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept;
   // initiator.cpp
   int move(const Call& c, Reply& r) noexcept;
@@ -252,6 +279,18 @@ class Lib final : public core::Client, public nal::Lib {
   std::vector<std::byte> bounce_;  ///< one slot per message (atomics)
   core::Region bounce_region_{};
   std::vector<std::uint32_t> bounce_free_;
+  /// The staging pool (LIB_STAGING_KIB, allocated and validated once):
+  /// crossing iovec ranges longer than a bounce slot's half are gathered
+  /// here before they leave and land here before they are scattered.
+  std::unique_ptr<std::byte[]> staging_;
+  core::Region staging_region_{};
+  std::size_t stage_blocks_ = 0;
+  std::vector<std::uint64_t> stage_used_;  ///< one bit per block
+  /// Target messages matched while the target half had no run for them,
+  /// in arrival order (they use Msg::prev/next, which only initiator
+  /// messages use otherwise).
+  List<Msg> stage_waiting_;
+  bool in_stage_retry_ = false;
   std::uint32_t pid_ = 0;
   std::uint32_t uid_ = 0;  ///< effective uid, sent in every request
   ptl_nid_t nid_ = 0;

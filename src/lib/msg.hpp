@@ -50,6 +50,15 @@ struct Msg {
   wire::PortalsOp op = wire::PortalsOp::put;
   Ni* ni = nullptr;
   std::uint32_t bounce = 0;  ///< slot index in the bounce slab
+  /// A run of staging blocks (stage_count of them from block `stage`) for
+  /// an iovec range that crosses elements and is longer than half a bounce
+  /// slot; none when stage_count is 0.
+  std::uint32_t stage = 0;
+  std::uint32_t stage_count = 0;
+  /// Target: a put whose staging run was not free yet keeps its arrival
+  /// here until stage_retry() answers it (a get waits with none).
+  core::Incoming* parked = nullptr;
+  std::uint64_t parked_rlen = 0;
   // initiator
   Md* md = nullptr;      ///< put MD, or the get MD of a get
   Md* get_md = nullptr;  ///< fetch_atomic, swap

@@ -14,6 +14,13 @@ std::size_t Buffer::segment_at(std::size_t offset) const noexcept {
   return static_cast<std::size_t>(it - starts.begin()) - 1;
 }
 
+bool Buffer::crosses(std::size_t offset, std::size_t n) const noexcept {
+  if (n == 0 || segments.size() < 2) return false;
+  std::size_t i = segment_at(offset);
+  if (i >= segments.size()) return false;
+  return n > segments[i].extent - (offset - starts[i]);
+}
+
 void* Buffer::address(std::size_t offset) const noexcept {
   if (segments.empty()) return nullptr;
   if (offset >= length) return segments.back().base + segments.back().extent;

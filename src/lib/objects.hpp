@@ -157,6 +157,8 @@ struct Buffer {
   }
   /// The segment holding `offset`; segments.size() when outside.
   std::size_t segment_at(std::size_t offset) const noexcept;
+  /// True when [offset, offset + n) spans more than one segment.
+  bool crosses(std::size_t offset, std::size_t n) const noexcept;
   /// Address of byte `offset` (for event start), nullptr past the end.
   void* address(std::size_t offset) const noexcept;
 };

@@ -262,7 +262,6 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
     ++ni.status[PTL_SR_DROP_COUNT];
     return refuse(a, h, wire::NiFail::dropped);
   }
-  if (uh) ni.unexpected_free.remove(uh);
 
   ptl_size_t offset = (e->options & PTL_ME_MANAGE_LOCAL) ? e->local_offset : h.remote_offset;
   ptl_size_t room = offset > e->buffer.length ? 0 : e->buffer.length - offset;
@@ -276,15 +275,20 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
   }
   std::size_t local = 0;
   const core::Region* seg = contiguous(e->buffer, offset, mlength, &local);
-  bool staged = seg == nullptr;
-  if (staged && mlength > bounce_slot / 2) {
-    // An iovec range too long to stage: deliver what the first element holds.
-    std::size_t i = e->buffer.segment_at(offset);
-    seg = &e->buffer.segments[i];
-    local = offset - e->buffer.starts[i];
-    mlength = seg->extent - local;
-    staged = false;
+  bool cross = seg == nullptr;
+  // A long range across the entry's iovec elements lands in (or leaves
+  // from) a staging run of the target's half of the pool.
+  bool long_cross = cross && mlength > bounce_stage_max && !atomic;
+  if (long_cross && mlength > staging_capacity()) {
+    PIER_LOG(warn, "lib",
+             "a {} of {} bytes across iovec elements from rank {} exceeds the {} "
+             "bytes of staging (PIER_LIB_STAGING_KIB)",
+             wire::to_string(h.op), mlength, a.source, staging_capacity());
+    release_msg(m);
+    ++ni.status[PTL_SR_DROP_COUNT];
+    return refuse(a, h, wire::NiFail::dropped);
   }
+  if (uh) ni.unexpected_free.remove(uh);
   if (e->options & PTL_ME_MANAGE_LOCAL) {
     e->local_offset += mlength;  // R-O3
     if (e->min_free != 0 &&
@@ -331,11 +335,25 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
     ev.atomic_type = static_cast<ptl_datatype_t>(static_cast<unsigned>(h.atomic_type) - 1);
   }
 
+  if (long_cross && (!stage_waiting_.empty() || !stage_acquire(m, mlength, true))) {
+    // No run free now: the message is matched and waits, in order, for
+    // target staging to be released (a put's data stays in the core until
+    // then, a get's reply leaves then).
+    m->phase = h.op == wire::PortalsOp::put ? Phase::target_recv : Phase::target_send;
+    if (h.op == wire::PortalsOp::put) {
+      m->parked = a.handle;
+      m->parked_rlen = a.length;
+    } else {
+      (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    }
+    stage_waiting_.push_back(m);
+    return;
+  }
   Status s = Status::ok;
   if (h.op == wire::PortalsOp::put) {
     m->phase = Phase::target_recv;
-    if (staged)
-      s = core_.recv(a.handle, m, &bounce_region_, bounce_offset(m), mlength, a.length);
+    if (cross)
+      s = core_.recv(a.handle, m, staged_region(m), staged_offset(m), mlength, a.length);
     else
       s = core_.recv(a.handle, m, seg, local, mlength, a.length);
   } else if (h.op == wire::PortalsOp::get) {
@@ -351,16 +369,16 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
     r.remote_offset = offset;
     r.hdr_data = e->list;
     m->phase = Phase::target_send;
-    if (staged) {
-      // Gather the iovec range (at most half a slot, checked above).
+    if (cross) {
+      // Gather the iovec range into the bounce slot or the staging run.
       for (std::size_t done = 0; done < mlength;) {
         std::size_t i = e->buffer.segment_at(offset + done);
         std::size_t in = offset + done - e->buffer.starts[i];
         std::size_t n = std::min<std::size_t>(mlength - done, e->buffer.segments[i].extent - in);
-        std::memcpy(bounce(m) + done, e->buffer.segments[i].base + in, n);
+        std::memcpy(staged(m) + done, e->buffer.segments[i].base + in, n);
         done += n;
       }
-      s = send_answer(a.source, r, m, &bounce_region_, bounce_offset(m), mlength);
+      s = send_answer(a.source, r, m, staged_region(m), staged_offset(m), mlength);
     } else {
       s = send_answer(a.source, r, m, seg, local, mlength);
     }
@@ -377,6 +395,51 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
   }
 }
 
+void Lib::stage_retry() noexcept {
+  if (in_stage_retry_) return;  // a resume released staging: the loop below goes on
+  in_stage_retry_ = true;
+  while (Msg* m = stage_waiting_.head) {
+    if (!stage_acquire(m, m->length, true)) break;
+    stage_waiting_.remove(m);
+    resume_staged(m);
+  }
+  in_stage_retry_ = false;
+}
+
+void Lib::resume_staged(Msg* m) noexcept {
+  Entry* e = m->entry;
+  Status s = Status::ok;
+  if (m->op == wire::PortalsOp::put) {
+    core::Incoming* in = m->parked;
+    m->parked = nullptr;
+    s = core_.recv(in, m, staged_region(m), staged_offset(m), m->length, m->parked_rlen);
+  } else {
+    for (std::size_t done = 0; done < m->length;) {
+      std::size_t i = e->buffer.segment_at(m->offset_used + done);
+      std::size_t in = m->offset_used + done - e->buffer.starts[i];
+      std::size_t n = std::min<std::size_t>(m->length - done, e->buffer.segments[i].extent - in);
+      std::memcpy(staged(m) + done, e->buffer.segments[i].base + in, n);
+      done += n;
+    }
+    wire::PortalsHeader r;
+    r.op = wire::PortalsOp::reply;
+    r.matching = m->ni->matching ? wire::Matching::matching : wire::Matching::non_matching;
+    r.addressing = m->ni->logical ? wire::Addressing::logical : wire::Addressing::physical;
+    r.pt_index = m->ev.pt_index;
+    r.cookie = m->cookie;
+    r.length = m->ev.rlength;
+    r.mlength = m->length;
+    r.remote_offset = m->offset_used;
+    r.hdr_data = e->list;
+    s = send_answer(m->source, r, m, staged_region(m), staged_offset(m), m->length);
+  }
+  if (s != Status::ok) {
+    PIER_LOG(warn, "lib", "cannot take a staged {} from rank {}: {}", wire::to_string(m->op),
+             m->source, to_string(s));
+    complete_target(m, PTL_NI_UNDELIVERABLE);
+  }
+}
+
 void Lib::finish_target(Msg* m, Status status) noexcept {
   if (status != Status::ok) return complete_target(m, PTL_NI_UNDELIVERABLE);
   Entry* e = m->entry;
@@ -384,12 +447,13 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   if (m->op == wire::PortalsOp::put) {
     std::size_t local = 0;
     if (m->length > 0 && !contiguous(e->buffer, m->offset_used, m->length, &local)) {
-      // Staged iovec data: scatter it through the core's write path.
+      // Staged iovec data: scatter it into each element in turn through
+      // the core's write path.
       for (std::size_t done = 0; done < m->length;) {
         std::size_t i = e->buffer.segment_at(m->offset_used + done);
         std::size_t in = m->offset_used + done - e->buffer.starts[i];
         std::size_t n = std::min<std::size_t>(m->length - done, e->buffer.segments[i].extent - in);
-        (void)core_.write(e->buffer.segments[i], in, {bounce(m) + done, n});
+        (void)core_.write(e->buffer.segments[i], in, {staged(m) + done, n});
         done += n;
       }
     }

@@ -2,7 +2,8 @@
 // logical and physical. basic: the target rank makes no pier call while the
 // others put, get and run atomics on it (the progress thread completes
 // them). unexpected: puts land on an overflow entry and are claimed later as
-// PUT_OVERFLOW events (R-U1, R-U2).
+// PUT_OVERFLOW events (R-U1, R-U2). iovec: puts and gets across iovec
+// elements of 1, 544, 545 bytes, 64 KiB and 1 MiB on both sides (R-O7).
 #include <gtest/gtest.h>
 
 #include "run_command.hpp"
@@ -38,7 +39,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Cell{"self,shm", "logical", 3}, Cell{"self,shm", "physical", 2},
                       Cell{"self,tcp", "logical", 3}, Cell{"self,tcp", "physical", 2},
                       Cell{"self,shm", "logical", 4, "unexpected"},
-                      Cell{"self,tcp", "physical", 4, "unexpected"}),
+                      Cell{"self,tcp", "physical", 4, "unexpected"},
+                      Cell{"self,shm", "logical", 2, "iovec"},
+                      Cell{"self,shm", "physical", 2, "iovec"},
+                      Cell{"self,tcp", "logical", 2, "iovec"}),
     [](const ::testing::TestParamInfo<Cell>& cell) {
       std::string d = cell.param.drivers;
       return d.substr(d.find(',') + 1) + "_" + cell.param.addressing + "_" + cell.param.mode;

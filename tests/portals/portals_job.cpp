@@ -412,6 +412,121 @@ int run_peerdeath(Job& j, int rank) {
   return 0;
 }
 
+/// iovec ranges across processes: rank 0 exposes, for each element length
+/// L of 1, 544, 545, 64 KiB and 1 MiB, an ME of three L-byte elements
+/// (match bits L) and makes no pier call until rank 1 is done; rank 1 puts
+/// 2L bytes from the middle of its own three-element iovec across them,
+/// gets them back into a third iovec and checks them. Rank 0 then checks
+/// what landed in its elements.
+int run_iovec(Job& j, int rank) {
+  constexpr std::size_t lengths[] = {1, 544, 545, 64 * 1024, 1024 * 1024};
+  constexpr ptl_match_bits_t done_bits = 3, hello_bits = 7;
+  auto pattern = [](std::size_t len, std::size_t k) {
+    return static_cast<unsigned char>((k * 131 + len * 7 + 1) % 251);
+  };
+  struct Three {
+    std::vector<unsigned char> bytes[3];
+    ptl_iovec_t iov[3];
+    void make(std::size_t len) {
+      for (int i = 0; i < 3; ++i) {
+        bytes[i].assign(len, 0);
+        iov[i] = {bytes[i].data(), len};
+      }
+    }
+    unsigned char& at(std::size_t k) { return bytes[k / bytes[0].size()][k % bytes[0].size()]; }
+  };
+  ptl_process_t any{};
+  if (j.logical)
+    any.rank = PTL_RANK_ANY;
+  else
+    any.phys.nid = PTL_NID_ANY, any.phys.pid = PTL_PID_ANY;
+  auto entry = [&](void* start, ptl_size_t length, unsigned options, ptl_match_bits_t bits,
+                   ptl_handle_ct_t ct) {
+    ptl_me_t me{};
+    me.start = start;
+    me.length = length;
+    me.ct_handle = ct;
+    me.uid = PTL_UID_ANY;
+    me.options = options | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_LINK_DISABLE;
+    me.match_id = any;
+    me.match_bits = bits;
+    return me;
+  };
+  if (rank == 0) {
+    static Three dst[5];
+    static unsigned char flag[8];
+    ptl_handle_me_t h;
+    for (int i = 0; i < 5; ++i) {
+      dst[i].make(lengths[i]);
+      ptl_me_t me =
+          entry(dst[i].iov, 3, PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_IOVEC, lengths[i], PTL_CT_NONE);
+      TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
+    }
+    ptl_handle_ct_t done;
+    TRY(PtlCTAlloc(j.ni, &done));
+    ptl_me_t d = entry(flag, sizeof flag, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM, done_bits, done);
+    TRY(PtlMEAppend(j.ni, pt_index, &d, PTL_PRIORITY_LIST, nullptr, &h));
+    ptl_me_t hello = entry(flag, sizeof flag, PTL_ME_OP_PUT, hello_bits, PTL_CT_NONE);
+    TRY(PtlMEAppend(j.ni, pt_index, &hello, PTL_PRIORITY_LIST, nullptr, &h));  // last
+    ptl_ct_event_t v{};
+    ptl_size_t one = 1;
+    unsigned which;
+    TRY(PtlCTPoll(&done, &one, 1, 60000, &v, &which));
+    for (int i = 0; i < 5; ++i) {
+      std::size_t len = lengths[i], local = len / 2, remote = (len + 1) / 2, n = 2 * len;
+      for (std::size_t k = 0; k < 3 * len; ++k) {
+        bool inside = k >= remote && k < remote + n;
+        if (dst[i].at(k) != (inside ? pattern(len, k - remote + local) : 0))
+          return fail(rank, "checking what landed across the iovec elements", int(len));
+      }
+    }
+    std::printf("rank 0: iovec data ok\n");
+    return 0;
+  }
+  if (rank != 1) return 0;
+  static unsigned char hello_src[8];
+  ptl_md_t hd{hello_src, sizeof hello_src, 0, j.eq, PTL_CT_NONE};
+  ptl_handle_md_t hmd;
+  TRY(PtlMDBind(j.ni, &hd, &hmd));
+  ptl_process_t t = j.target();
+  for (int i = 0;; ++i) {  // until rank 0's entries are all appended
+    TRY(PtlPut(hmd, 0, 8, PTL_ACK_REQ, t, pt_index, hello_bits, 0, nullptr, 0));
+    if (j.await(PTL_EVENT_SEND) != PTL_NI_OK) return fail(rank, "hello SEND", -1);
+    int ack = j.await(PTL_EVENT_ACK);
+    if (ack == PTL_NI_OK) break;
+    if (ack != PTL_NI_DROPPED || i > 2000) return fail(rank, "hello ACK", ack);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (std::size_t len : lengths) {
+    std::size_t n = 2 * len, local = len / 2, remote = (len + 1) / 2;
+    static Three src, back;
+    src.make(len);
+    back.make(len);
+    for (std::size_t k = 0; k < 3 * len; ++k) src.at(k) = pattern(len, k);
+    ptl_md_t sd{src.iov, 3, PTL_IOVEC, j.eq, PTL_CT_NONE};
+    ptl_md_t bd{back.iov, 3, PTL_IOVEC, j.eq, PTL_CT_NONE};
+    ptl_handle_md_t smd, bmd;
+    TRY(PtlMDBind(j.ni, &sd, &smd));
+    TRY(PtlMDBind(j.ni, &bd, &bmd));
+    TRY(PtlPut(smd, local, n, PTL_ACK_REQ, t, pt_index, len, remote, nullptr, 0));
+    if (j.await(PTL_EVENT_SEND) != PTL_NI_OK) return fail(rank, "iovec put SEND", int(len));
+    if (j.await(PTL_EVENT_ACK) != PTL_NI_OK) return fail(rank, "iovec put ACK", int(len));
+    TRY(PtlGet(bmd, local, n, t, pt_index, len, remote, nullptr));
+    if (j.await(PTL_EVENT_REPLY) != PTL_NI_OK) return fail(rank, "iovec get REPLY", int(len));
+    for (std::size_t k = 0; k < 3 * len; ++k) {
+      bool inside = k >= local && k < local + n;
+      if (back.at(k) != (inside ? pattern(len, k) : 0))
+        return fail(rank, "checking the iovec get", int(len));
+    }
+    TRY(PtlMDRelease(smd));
+    TRY(PtlMDRelease(bmd));
+  }
+  TRY(PtlPut(hmd, 0, 8, PTL_ACK_REQ, t, pt_index, done_bits, 0, nullptr, 0));
+  if (j.await(PTL_EVENT_ACK) != PTL_NI_OK) return fail(rank, "done ACK", -1);
+  std::printf("rank 1: iovec puts and gets ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -453,6 +568,8 @@ int main(int argc, char** argv) {
     rc = run_deadlink(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "peerdeath") == 0)
     rc = run_peerdeath(j, rank);
+  else if (argc > 2 && std::strcmp(argv[2], "iovec") == 0)
+    rc = run_iovec(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
     rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
   else
