@@ -152,11 +152,18 @@ struct Portals {
   void put(ptl_handle_md_t md, std::size_t n, ptl_match_bits_t bits, ptl_ack_req_t ack) {
     ok(PtlPut(md, 0, n, ack, peer, pt, bits, 0, nullptr, 0), "PtlPut");
   }
+  /// A put that ends a phase: it must have left before this rank turns to
+  /// the bare driver, since with the direct NAL (PIER_CAPI_PROGRESS_THREAD=0)
+  /// nothing moves Portals traffic outside a Portals call.
+  void put_flushed(ptl_match_bits_t bits) {
+    put(md_send, 8, bits, PTL_NO_ACK_REQ);
+    wait(ct_send, send_seen, 1);
+  }
   /// Rank 1 waits (driving progress) while rank 0 measures, then rank 0
   /// releases it.
   void hold_peer(bool measuring_side) {
     if (measuring_side)
-      put(md_plain, 8, done_bits, PTL_NO_ACK_REQ);
+      put_flushed(done_bits);
     else
       wait(ct_done, done_seen, 1);
   }
@@ -204,9 +211,14 @@ double put_bandwidth(Portals& p, std::size_t size) {
     }
     p.wait(p.ct_send, p.send_seen, count);
     p.wait(p.ct_in, p.in_seen, 1);
+    // Rank 1 stays in Portals until the last rendezvous has ended here:
+    // with the direct NAL, the answers that end it only leave within
+    // its Portals calls.
+    p.hold_peer(true);
   } else {
     p.wait(p.ct_in, p.in_seen, count);
-    p.put(p.md_plain, 8, data_bits, PTL_NO_ACK_REQ);
+    p.put_flushed(data_bits);
+    p.hold_peer(false);
   }
   return static_cast<double>(count * size) / since(t0) / 1e6;  // MB/s
 }
