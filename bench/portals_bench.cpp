@@ -188,6 +188,11 @@ template <class One>
 double round_trip(Portals& p, One one) {
   if (p.rank != 0) {
     p.hold_peer(false);
+    // Rank 0's acked puts and gets were counted on our ME too: catch up,
+    // or the next ping-pong would answer pings that never came.
+    ptl_ct_event_t v;
+    ok(PtlCTGet(p.ct_in, &v), "PtlCTGet");
+    p.in_seen = v.success;
     return 0;
   }
   auto t0 = Clock::now();
