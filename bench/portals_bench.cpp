@@ -1,7 +1,7 @@
 // portals_bench: Portals 4 latency and bandwidth between two processes, next
 // to the bare driver measured in the same run by the same processes.
 // Run under pier-run, once per driver:
-//   pier-run -n 2 --bind core portals_bench --driver shm [--reps N]
+//   pier-run -n 2 --bind core portals_bench --driver shm [--reps N] [--latency-only]
 // Figures (rank 0 prints them; one-way = round trip / 2):
 //   put 8 B        ping-pong of PtlPut without ack, each side waiting in
 //                  PtlCTWait on the counter of its ME: one-way;
@@ -374,6 +374,11 @@ struct Series {
 int main(int argc, char** argv) {
   int reps = 5;
   std::string driver = "shm";
+  // --latency-only: the put 8 B one-way figure and its bare reference only
+  // (for profiling the small-message path).
+  bool latency_only = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--latency-only") latency_only = true;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--driver") driver = argv[i + 1];
@@ -388,6 +393,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < reps; ++r) {
     bare_lat.v.push_back(bare_latency(bare, p.rank));
     put_lat.v.push_back(put_latency(p));
+    if (latency_only) continue;
     ack_rt.v.push_back(round_trip(p, [&] {
       p.put(p.md_ack, 8, data_bits, PTL_CT_ACK_REQ);
       p.wait(p.ct_ack, p.ack_seen, 1);
@@ -412,11 +418,22 @@ int main(int argc, char** argv) {
     std::printf("| driver | figure | bare driver | portals | unit | portals/bare |\n");
     std::printf("|---|---|---|---|---|---|\n");
     row("put 8 B one-way", bare_lat, 1, put_lat, "us");
+    if (latency_only) {
+      std::fflush(stdout);
+      p.hold_peer(true);
+      PtlFini();
+      return 0;
+    }
     row("put 8 B + ack round trip", bare_lat, 2, ack_rt, "us");
     row("get 8 B round trip", bare_lat, 2, get_rt, "us");
     const char* names[] = {"put bandwidth 64 KiB", "put bandwidth 1 MiB", "put bandwidth 4 MiB"};
     for (std::size_t k = 0; k < 3; ++k) row(names[k], bare_bw[k], 1, put_bw[k], "MB/s");
     std::fflush(stdout);
+  }
+  if (latency_only && p.rank != 0) {
+    p.hold_peer(false);
+    PtlFini();
+    return 0;
   }
   // The peer must not leave while the last answer is under way.
   p.hold_peer(p.rank == 0);

@@ -22,7 +22,9 @@ struct State {
   std::unique_ptr<boot::Bootstrap> boot;
   std::unique_ptr<core::Core> core;
   std::unique_ptr<lib::Lib> lib;
-  std::unique_ptr<nal::Api> api;
+  /// Direct in both modes (state.cpp says why): a forward runs the LIB in
+  /// the calling thread and never waits, so it needs no deadline.
+  std::unique_ptr<nal::Direct> api;
   /// Progress while no application thread waits (null: CAPI_PROGRESS_THREAD
   /// off, the LIB progresses only inside pier calls).
   std::unique_ptr<Helper> helper;

@@ -10,7 +10,13 @@
 
 namespace pier::lib {
 
-Msg* Lib::new_msg() noexcept {
+Msg* Lib::new_msg(bool for_target) noexcept {
+  // Initiators leave the last quarter of the pool to arrivals: a request
+  // that finds no state is dropped, so in one process (self) a burst of
+  // local puts would otherwise starve the very arrivals it sends, and data
+  // already accepted by PtlPut would be lost. An initiator gets
+  // PTL_NO_SPACE instead and retries after progress.
+  if (!for_target && msgs_.capacity() - msgs_.outstanding() <= msgs_.capacity() / 4) return nullptr;
   if (bounce_free_.empty()) return nullptr;
   Msg* m = msgs_.acquire();
   if (!m) return nullptr;
@@ -91,6 +97,7 @@ void Lib::release_msg(Msg* m) noexcept {
     ni->dying = false;
     destroy_ni(*ni);
   }
+  if (stalled_count_ > 0) stalled_retry();
 }
 
 namespace {
@@ -197,7 +204,7 @@ int Lib::start_move(const Move& mv) noexcept {
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
   if (fetch) get_md = ni->mds->lookup(mv.get_md);
   core::Rank peer = *rank_of(*ni, mv.target);
-  Msg* m = new_msg();
+  Msg* m = new_msg(false);
   if (!m) return PTL_NO_SPACE;
   m->initiator = true;
   m->phase = Phase::init_send;

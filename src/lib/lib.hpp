@@ -74,14 +74,18 @@ struct Call {
   ptl_interface_t iface = 0;
   ptl_pid_t pid = 0;
   bool has_limits = false;
-  ptl_ni_limits_t limits{};
+  // The large C structs below are left unset by default: each is read only
+  // by the op whose entry point fills it (limits when has_limits), and
+  // zeroing the whole block on every call cost more than a small put's LIB
+  // path (rep stos of 450 + 250 bytes per call).
+  ptl_ni_limits_t limits;
   ptl_pt_index_t pt_index = 0;
   ptl_size_t size = 0;
   const void* ptr = nullptr;   ///< map in, handle arrays
   const void* ptr2 = nullptr;  ///< CT poll tests
   void* out = nullptr;         ///< map out
-  ptl_md_t md{};
-  ptl_me_t me{};  ///< an LE is carried in the first five fields
+  ptl_md_t md;                 ///< md_bind
+  ptl_me_t me;                 ///< append, search; an LE is carried in the first five fields
   bool is_me = false;
   ptl_list_t list = 0;
   ptl_search_op_t search_op = 0;
@@ -98,13 +102,13 @@ struct Call {
 struct Reply {
   int rc = PTL_FAIL;
   std::uint32_t handle = PTL_INVALID_HANDLE;
-  ptl_ni_limits_t limits{};
+  ptl_ni_limits_t limits;  ///< set with rc == PTL_OK by ni_init (see Call)
   ptl_process_t id{};
   ptl_uid_t uid = 0;
   ptl_pt_index_t pt_index = 0;
   ptl_sr_value_t sr = 0;
   ptl_ct_event_t ct{0, 0};
-  ptl_event_t event{};
+  ptl_event_t event;  ///< set with rc == PTL_OK or PTL_EQ_DROPPED by eq_poll
   unsigned which = 0;
   ptl_size_t size = 0;
   bool busy = false;
@@ -152,6 +156,9 @@ class Lib final : public core::Client, public nal::Lib {
   std::size_t messages_live() const noexcept { return msgs_.outstanding(); }
 
   Reply call(Op op, const Call& c) noexcept;
+  /// The same into `r`, which the caller default-constructed: each op
+  /// writes only the fields it answers.
+  void call(Op op, const Call& c, Reply& r) noexcept;
 
  private:
   explicit Lib(core::Core& core);
@@ -229,6 +236,8 @@ class Lib final : public core::Client, public nal::Lib {
   std::size_t staging_capacity() const noexcept { return stage_blocks_ / 2 * stage_block; }
   /// Gives freed target staging to the parked messages, oldest first.
   void stage_retry() noexcept;
+  /// Starts stalled triggered moves, oldest first, while states allow.
+  void stalled_retry() noexcept;
   /// Moves a parked target message's data now that it has its run.
   void resume_staged(Msg* m) noexcept;
   /// Where a crossing range of `m` is staged: its staging run if it has
@@ -251,7 +260,9 @@ class Lib final : public core::Client, public nal::Lib {
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
   void stop_awaiting(Msg* m) noexcept;
-  Msg* new_msg() noexcept;
+  /// A message state, or null when none is left for this side (initiators
+  /// may not take the last quarter of the pool).
+  Msg* new_msg(bool for_target) noexcept;
   Result<core::Rank> rank_of(Ni& ni, ptl_process_t target) const noexcept;
   ptl_process_t my_id(const Ni& ni) const noexcept;
   ptl_process_t initiator_of(const Ni& ni, const wire::PortalsHeader& h) const noexcept;
@@ -305,6 +316,11 @@ class Lib final : public core::Client, public nal::Lib {
   std::size_t deferred_head_ = 0, deferred_count_ = 0;
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;
+  /// Triggered moves released while no message state was left for them, in
+  /// release order: a ring sized at creation, retried as states free.
+  std::vector<Trig*> stalled_;
+  std::size_t stalled_head_ = 0, stalled_count_ = 0;
+  bool in_stalled_retry_ = false;
   List<Msg> awaiting_;  ///< initiator messages whose ack or reply is due
 };
 

@@ -256,7 +256,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
       return refuse(a, h, wire::NiFail::dropped);
     }
   }
-  Msg* m = new_msg();
+  Msg* m = new_msg(true);
   if (!m) {
     PIER_LOG(warn, "lib", "no message state left for a request from rank {}", a.source);
     ++ni.status[PTL_SR_DROP_COUNT];

@@ -37,6 +37,7 @@ void Lib::ct_changed(Ct* ct) noexcept {
   for (std::size_t i = 0; i < fire_queue_.size(); ++i) fire(fire_queue_[i]);
   fire_queue_.clear();
   in_fire_ = false;
+  stalled_retry();
 }
 
 void Lib::fire(Trig* t) noexcept {
@@ -45,7 +46,14 @@ void Lib::fire(Trig* t) noexcept {
   int rc = PTL_OK;
   switch (t->kind) {
     case TrigKind::move:
-      rc = start_move(t->move);
+      // A released operation must happen: with no message state left it
+      // waits for one (behind any that wait already, to keep their order).
+      rc = stalled_count_ == 0 ? start_move(t->move) : PTL_NO_SPACE;
+      if (rc == PTL_NO_SPACE) {
+        stalled_[(stalled_head_ + stalled_count_) % stalled_.size()] = t;
+        ++stalled_count_;
+        return;
+      }
       break;
     case TrigKind::ct_inc:
     case TrigKind::ct_set: {
@@ -83,6 +91,21 @@ void Lib::fire(Trig* t) noexcept {
   }
   if (rc != PTL_OK) PIER_LOG(warn, "lib", "a triggered operation failed when released: {}", rc);
   trigs_.release(t);
+}
+
+void Lib::stalled_retry() noexcept {
+  if (in_stalled_retry_ || in_fire_) return;
+  in_stalled_retry_ = true;
+  while (stalled_count_ > 0) {
+    Trig* t = stalled_[stalled_head_];
+    int rc = start_move(t->move);
+    if (rc == PTL_NO_SPACE) break;
+    if (rc != PTL_OK) PIER_LOG(warn, "lib", "a triggered operation failed when started: {}", rc);
+    stalled_head_ = (stalled_head_ + 1) % stalled_.size();
+    --stalled_count_;
+    trigs_.release(t);
+  }
+  in_stalled_retry_ = false;
 }
 
 void Lib::drop_triggers(Ct* ct) noexcept {
