@@ -13,8 +13,15 @@ inline const config::IntKey helper_sleep_key{
     "longest sleep of the helper thread between two polls of an idle core: the worst delay a "
     "target that makes no pier call adds to an incoming put, get or atomic"};
 
-Helper::Helper(core::Core& core, bool (*app_waiting)() noexcept)
-    : core_(core), app_waiting_(app_waiting) {
+inline const config::IntKey helper_aside_key{
+    "CAPI_HELPER_ASIDE_US", 2000, 1, 1'000'000,
+    "sleep of the helper thread while an application thread waits in pier (and drives the core "
+    "itself): the longest a put landing just after that wait ended waits for the helper. Each "
+    "wake of the helper costs the application thread beside it on a shared core"};
+
+Helper::Helper(core::Core& core, bool (*app_waiting)() noexcept,
+               std::uint64_t (*app_calls)() noexcept)
+    : core_(core), app_waiting_(app_waiting), app_calls_(app_calls) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -28,27 +35,36 @@ Helper::~Helper() {
 }
 
 bool Helper::poll_once() noexcept {
+  const auto work = [](const core::Stats& st) {
+    return st.eager_received + st.rdv_received + st.finalized;
+  };
   core_.enter_critical();
+  const std::uint64_t before = work(core_.stats());
   (void)core_.progress();
-  core::Stats st = core_.stats();
-  std::size_t pending = core_.pending();
+  const bool own_work = work(core_.stats()) != before;
+  const std::size_t pending = core_.pending();
   core_.leave_critical();
   polls_.fetch_add(1, std::memory_order_relaxed);
-  std::uint64_t work = st.eager_received + st.rdv_received + st.finalized;
-  bool found = work != seen_work_ || pending > 0;
-  seen_work_ = work;
-  return found;
+  // Transfers under way while the application makes no call (a large put
+  // landing while it computes) need the helper's pace; while it makes
+  // calls, they progress it.
+  const std::uint64_t calls = app_calls_();
+  const bool app_idle = calls == seen_calls_;
+  seen_calls_ = calls;
+  return own_work || (pending > 0 && app_idle);
 }
 
 void Helper::run() noexcept {
   const std::int64_t max_ns = std::int64_t{helper_sleep_key.get()} * 1000;
+  const std::int64_t aside_ns = std::int64_t{helper_aside_key.get()} * 1000;
   std::int64_t sleep_ns = 1000;
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (app_waiting_()) {
       // A waiter drives the core; polling too would only take the
-      // critical section (and on two cores, the CPU) from it.
-      sleep_ns = max_ns;
+      // critical section (and on a shared core, the CPU) from it. Every
+      // wake costs that thread a context switch, so look back rarely.
+      sleep_ns = aside_ns;
     } else {
       lock.unlock();
       bool found = poll_once();

@@ -28,6 +28,14 @@ std::atomic<State*> live{nullptr};
 std::atomic<std::uint64_t> wait_state{0};
 constexpr std::uint64_t abort_bit = 1, one_waiter = 2;
 
+// Bumped by every API call (a plain store: it must change, not count
+// exactly), so the helper can tell an application that progresses itself.
+std::atomic<std::uint64_t> api_calls{0};
+
+std::uint64_t app_calls() noexcept {
+  return api_calls.load(std::memory_order_relaxed);
+}
+
 bool app_waiting() noexcept {
   return wait_state.load(std::memory_order_acquire) >= one_waiter;
 }
@@ -85,7 +93,8 @@ int build(State& s) {
   // application for them.
   try {
     s.api = std::make_unique<nal::Direct>(*s.core, *s.lib);
-    if (progress_thread_key.get()) s.helper = std::make_unique<Helper>(*s.core, &app_waiting);
+    if (progress_thread_key.get())
+      s.helper = std::make_unique<Helper>(*s.core, &app_waiting, &app_calls);
   } catch (...) {
     return PTL_NO_SPACE;
   }
@@ -129,6 +138,7 @@ State* state() noexcept {
 int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
   State* s = state();
   if (!s) return PTL_NO_INIT;
+  api_calls.store(api_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   lib::Reply local;
   lib::Reply& out = r ? *r : local;
   // never(): the direct NAL's forward is a call, not a wait, and reading the
