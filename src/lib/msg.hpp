@@ -80,7 +80,9 @@ struct Msg {
   bool unlink_after = false;
   core::Rank source = 0;
   std::uint64_t cookie = 0;  ///< the initiator's, echoed in the answer
-  ptl_event_t ev{};          ///< the target event, filled at parse time
+  /// The target event, every field written at parse time before any use;
+  /// not zeroed with the rest, which made every new message a rep stos.
+  ptl_event_t ev;
   ptl_size_t offset_used = 0;
   std::uint32_t operand_length = 0;
   ptl_ack_req_t target_ack = PTL_NO_ACK_REQ;

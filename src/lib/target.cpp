@@ -330,6 +330,8 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
   ev.pt_index = h.pt_index;
   ev.ptl_list = e->list;
   ev.ni_fail_type = PTL_NI_OK;
+  ev.atomic_operation = 0;
+  ev.atomic_type = 0;
   if (atomic) {
     ev.atomic_operation = static_cast<ptl_op_t>(static_cast<unsigned>(h.atomic_op) - 1);
     ev.atomic_type = static_cast<ptl_datatype_t>(static_cast<unsigned>(h.atomic_type) - 1);
