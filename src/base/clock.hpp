@@ -28,6 +28,8 @@ class Deadline {
     return Deadline(now + timeout_ms * 1'000'000);
   }
   static Deadline never() noexcept { return Deadline(std::numeric_limits<std::int64_t>::max()); }
+  /// At `at_ns` on now_ns()'s clock.
+  static Deadline at(std::int64_t at_ns) noexcept { return Deadline(at_ns); }
   /// Already expired: for polling without waiting.
   static Deadline now() noexcept { return Deadline(now_ns()); }
 

@@ -177,19 +177,19 @@ bool raise_abort() noexcept {
 }
 
 void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept {
-  // A bounded slice: the waiter re-checks PtlAbort, its deadline and its
-  // peers between slices, and other threads get the critical section.
-  auto slice = base::Deadline::after_ms(1);
-  const auto& until = deadline.at_ns() < slice.at_ns() ? deadline : slice;
+  // A bounded turn: the waiter re-checks PtlAbort, its deadline and its
+  // peers between turns, and other threads get the critical section.
+  constexpr std::int64_t turn_ns = 1'000'000;
   lib::Notifier& n = s.lib->notifier();
   s.core->enter_critical();
   // While transfers are under way, spin: the drivers' waits do not wake for
   // every track (a large transfer's progress), and a sleep there would
-  // stall a stream for a whole slice.
+  // stall a stream for a whole turn.
   if (s.core->pending() != 0)
     (void)s.core->progress();
   else
-    (void)s.core->wait([&] { return n.epoch() != seen || s.core->pending() != 0; }, until);
+    (void)s.core->wait_turn([&] { return n.epoch() != seen || s.core->pending() != 0; }, deadline,
+                            turn_ns);
   s.core->leave_critical();
 }
 

@@ -197,13 +197,20 @@ class Core {
   /// spins CORE_SPIN_US, then sleeps in the drivers' waits.
   template <class Pred>
   Status wait(Pred done, base::Deadline deadline) noexcept {
-    return wait_for(done, deadline, static_cast<std::int64_t>(spin_ns()));
+    return wait_for(done, deadline, static_cast<std::int64_t>(spin_ns()), 0);
+  }
+  /// wait() that also returns (timeout) `slice_ns` after it started: a
+  /// bounded turn for a caller that must look up between turns, without a
+  /// clock read of its own before each.
+  template <class Pred>
+  Status wait_turn(Pred done, base::Deadline deadline, std::int64_t slice_ns) noexcept {
+    return wait_for(done, deadline, static_cast<std::int64_t>(spin_ns()), slice_ns);
   }
   /// wait() without the spinning: between progress passes it sleeps in the
   /// drivers' waits (at most 1 ms at a time) or until wake().
   template <class Pred>
   Status wait_sleeping(Pred done, base::Deadline deadline) noexcept {
-    return wait_for(done, deadline, 0);
+    return wait_for(done, deadline, 0, 0);
   }
   /// Thread-safe, from any thread: ends a sleep of wait()/wait_sleeping()
   /// in the thread driving the core (or the next one to start), so it
@@ -235,7 +242,8 @@ class Core {
   std::uint64_t spin_ns() const noexcept;
   void sleep_briefly(base::Deadline deadline) noexcept;
   template <class Pred>
-  Status wait_for(Pred& done, base::Deadline deadline, std::int64_t spin_ns) noexcept {
+  Status wait_for(Pred& done, base::Deadline deadline, std::int64_t spin_ns,
+                  std::int64_t slice_ns) noexcept {
     // A clock read costs about as much as an empty progress pass (25 ns on
     // this project's VMs), so while spinning the clock is read on the first
     // pass and then once every 16: the deadline and the spin end are late
@@ -247,8 +255,12 @@ class Core {
       if (done()) break;
       if (spin_ns != 0 && (passes++ % 16) != 0) continue;
       const std::int64_t now = base::now_ns();
+      if (spin_until == 0) {
+        spin_until = now + spin_ns;
+        if (slice_ns > 0 && (deadline.is_never() || now + slice_ns < deadline.at_ns()))
+          deadline = base::Deadline::at(now + slice_ns);
+      }
       if (!deadline.is_never() && now >= deadline.at_ns()) return Status::timeout;
-      if (spin_until == 0) spin_until = now + spin_ns;
       if (spin_ns == 0 || now > spin_until) sleep_briefly(deadline);
     }
     return Status::ok;
