@@ -174,7 +174,7 @@ int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
 int Lib::move(const Call& c, Reply&) noexcept {
   Ni* ni = nullptr;
   if (int rc = check_move(c.move, &ni); rc != PTL_OK) return rc;
-  if (!c.triggered) return start_move(c.move);
+  if (!c.triggered) return launch(c.move, ni);
   Ct* ct = ni->cts->lookup(c.trig_ct);
   if (!ct) return PTL_ARG_INVALID;
   Trig t;
@@ -199,6 +199,10 @@ void gather(const Buffer& b, std::size_t offset, std::size_t n, std::byte* out) 
 int Lib::start_move(const Move& mv) noexcept {
   Ni* ni = nullptr;
   if (int rc = check_move(mv, &ni); rc != PTL_OK) return rc;
+  return launch(mv, ni);
+}
+
+int Lib::launch(const Move& mv, Ni* ni) noexcept {
   Md* md = ni->mds->lookup(mv.md);
   Md* get_md = nullptr;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;

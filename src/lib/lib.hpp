@@ -256,6 +256,8 @@ class Lib final : public core::Client, public nal::Lib {
   int move(const Call& c, Reply& r) noexcept;
   int check_move(const Move& mv, Ni** ni_out) noexcept;
   int start_move(const Move& mv) noexcept;
+  /// start_move() of a move check_move() just passed on `ni`.
+  int launch(const Move& mv, Ni* ni) noexcept;
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
