@@ -58,6 +58,10 @@ inline const config::IntKey split_min_key{
     config::Type::size};
 inline const config::IntKey spin_key{"SHM_SPIN_US", 50, 0, 1000000,
                                      "microseconds a blocking wait polls before it sleeps"};
+inline const config::IntKey peer_check_key{
+    "SHM_PEER_CHECK_US", 2000, 0, 1000000,
+    "a polling instance looks at its control socket (the peer's death, its wakes) at most this "
+    "often; 0: every 1024 empty polls, a recvmsg each time"};
 
 ShmContext::ShmContext() = default;
 
@@ -81,6 +85,7 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
   settings_.split_min = static_cast<std::size_t>(split_min_key.get());
   settings_.cma_min = static_cast<std::size_t>(cma_min_key.get());
   settings_.spin_ns = spin_key.get() * 1000;
+  settings_.peer_check_ns = peer_check_key.get() * 1000;
 
   caps_ = driver::Caps{};
   caps_.supports_data = true;

@@ -23,12 +23,13 @@ class ShmInstance;
 
 /// Values read once from the configuration at init().
 struct Settings {
-  std::uint32_t ring_lines = 0;  ///< cells per ring and direction (power of two)
-  std::uint32_t max_packet = 0;  ///< largest small-track packet
-  bool cma = true;               ///< single copy allowed
-  std::size_t cma_min = 0;       ///< smaller large-track packets go through the cells
-  std::size_t split_min = 0;     ///< single copies from this size are split in two
-  std::int64_t spin_ns = 0;      ///< busy polling before a wait sleeps
+  std::uint32_t ring_lines = 0;    ///< cells per ring and direction (power of two)
+  std::uint32_t max_packet = 0;    ///< largest small-track packet
+  bool cma = true;                 ///< single copy allowed
+  std::size_t cma_min = 0;         ///< smaller large-track packets go through the cells
+  std::size_t split_min = 0;       ///< single copies from this size are split in two
+  std::int64_t spin_ns = 0;        ///< busy polling before a wait sleeps
+  std::int64_t peer_check_ns = 0;  ///< least time between two socket checks of a poller
 };
 
 class ShmContext final : public driver::Context {

@@ -18,7 +18,10 @@
 namespace pier::drivers::shm {
 
 ShmInstance::ShmInstance(ShmContext& ctx, driver::Track track) noexcept
-    : ctx_(&ctx), track_(track), spin_ns_(ctx.settings().spin_ns) {}
+    : ctx_(&ctx),
+      track_(track),
+      spin_ns_(ctx.settings().spin_ns),
+      peer_check_ns_(ctx.settings().peer_check_ns) {}
 
 ShmInstance::~ShmInstance() {
   if (buf_out_ || posted_ != nullptr || send_head_ != nullptr)
@@ -272,6 +275,16 @@ Status ShmInstance::usable() noexcept {
       return phase_ == Phase::connected ? Status::ok : Status::no_resource;
   }
   return Status::internal;
+}
+
+void ShmInstance::check_peer() noexcept {
+  const std::int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(driver::Clock::now().time_since_epoch())
+          .count();
+  if (!reply_pending_.load(std::memory_order_relaxed) && now - checked_ns_ < peer_check_ns_) return;
+  checked_ns_ = now;
+  drain_socket();
+  absorb_gone();
 }
 
 void ShmInstance::drain_socket() noexcept {

@@ -86,11 +86,14 @@ class ShmInstance final : public driver::Instance {
   /// ok when packets may move; otherwise the reason they cannot.
   Status usable() noexcept;
   void maybe_check_peer() noexcept {
-    if ((++idle_polls_ & 1023u) == 0) {
-      drain_socket();
-      absorb_gone();
-    }
+    if ((++idle_polls_ & 1023u) == 0) check_peer();
   }
+  /// Every 1024th idle poll: drains the control socket (EOF: the peer
+  /// died) when a connection reply is due or SHM_PEER_CHECK_US passed.
+  /// A recvmsg costs a microsecond or more in a VM, ten times what the
+  /// 1024 polls before it cost together with an 8-byte ping-pong's waits
+  /// (one wait in thirty paid it); a clock read costs 25 ns.
+  [[gnu::noinline]] void check_peer() noexcept;
   /// Wakes the peer sleeping on a ring, as its sleepers word says: the
   /// futex word `futex` for a blocking wait, the socket for receive-any.
   /// Out of line: the fast path only tests the word.
@@ -138,6 +141,7 @@ class ShmInstance final : public driver::Instance {
   std::atomic<Phase> phase_{Phase::unconnected};
   std::atomic<bool> peer_gone_{false};
   std::int64_t spin_ns_ = 0;
+  std::int64_t peer_check_ns_ = 0;
   Status fail_ = Status::ok;
   bool connector_ = false;
   std::vector<std::byte> remote_url_;
@@ -153,6 +157,7 @@ class ShmInstance final : public driver::Instance {
   RingWriter tx_;
   RingReader rx_;
   std::uint32_t idle_polls_ = 0;
+  std::int64_t checked_ns_ = 0;  ///< when check_peer() last drained the socket
   std::uint32_t any_polls_ = 0;  ///< has_news()'s own count (context thread)
   std::uint32_t watching_ = 0;   ///< watch() calls not yet undone (context thread)
   bool death_reported_ = false;
