@@ -17,7 +17,8 @@
 // With "self" among the drivers, the same ping-pong also runs in one process
 // over self (both sides on one thread): the core's and the port layer's own
 // cost, free of the scheduling noise of two processes.
-// usage: port_bench [--reps N] [--drivers self,shm,tcp]
+// usage: port_bench [--reps N] [--drivers self,shm,tcp] [--iters N]
+// (--iters: latency round trips per repetition, 20000 by default)
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ using Clock = std::chrono::steady_clock;
 namespace core = pier::core;
 namespace port = pier::port;
 
-constexpr long lat_iters = 20000;
+long lat_iters = 20000;
 constexpr std::size_t bw_size = 1u << 20;
 constexpr std::size_t bw_total = 256u << 20;
 
@@ -586,6 +587,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--drivers") drivers = argv[i + 1];
+    if (std::string(argv[i]) == "--iters") lat_iters = std::max(1, std::atoi(argv[i + 1]));
   }
   // A loaded machine may leave the receiver's buffers unprovided for a
   // while: a send timeout is no figure of speed.
