@@ -10,7 +10,7 @@ namespace pier::core {
 namespace {
 
 constexpr std::uint32_t address_magic = 0x524f4350;  // "PCOR"
-constexpr std::uint8_t address_version = 1;
+constexpr std::uint8_t address_version = 2;          // 2: a receive capacity per url
 
 void put_u8(std::vector<std::byte>& out, std::uint8_t v) {
   out.push_back(std::byte{v});
@@ -81,6 +81,7 @@ std::vector<std::byte> encode_address(const LocalAddress& a) {
     put_u8(out, static_cast<std::uint8_t>(u.spec.size()));
     put_bytes(out, std::as_bytes(std::span(u.spec.data(), u.spec.size())));
     put_u8(out, u.index);
+    put_u32(out, u.recv_capacity);
     put_u32(out, static_cast<std::uint32_t>(u.url.size()));
     put_bytes(out, u.url);
   }
@@ -107,13 +108,15 @@ Result<LocalAddress> decode_address(std::span<const std::byte> bytes) {
     std::uint32_t url_len = 0;
     std::span<const std::byte> url;
     if (!r.u8(spec_len) || spec_len == 0 || !r.bytes(spec_len, text) || !r.u8(u.index) ||
-        !r.u32(url_len) || !r.bytes(url_len, url))
+        !r.u32(u.recv_capacity) || !r.u32(url_len) || !r.bytes(url_len, url))
       return Status::malformed;
     u.spec = to_text(text);
     u.url.assign(url.begin(), url.end());
     a.urls.push_back(std::move(u));
   }
   if (!r.done() || a.credits == 0 || a.recv_capacity == 0) return Status::malformed;
+  for (const UrlEntry& u : a.urls)
+    if (u.recv_capacity == 0 || u.recv_capacity > a.recv_capacity) return Status::malformed;
   return a;
 }
 

@@ -21,6 +21,9 @@ struct UrlEntry {
   std::string spec;        ///< driver spec, "tcp" or "fault:self"
   std::uint8_t index = 0;  ///< several contexts of one driver (multi-rail)
   std::vector<std::byte> url;
+  /// Largest small packet this process accepts on that driver: its eager
+  /// limit (core.hpp eager_limit_for) plus the core's headers.
+  std::uint32_t recv_capacity = 0;
   bool operator==(const UrlEntry&) const = default;
 };
 
@@ -28,7 +31,7 @@ struct LocalAddress {
   std::string node;
   std::uint32_t pid = 0;
   std::uint32_t credits = 0;        ///< receive slots per priority we grant
-  std::uint32_t recv_capacity = 0;  ///< largest small packet we accept
+  std::uint32_t recv_capacity = 0;  ///< largest small packet we accept on any driver
   std::vector<UrlEntry> urls;
   bool operator==(const LocalAddress&) const = default;
 };

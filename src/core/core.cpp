@@ -32,8 +32,8 @@ inline const config::IntKey eager_limit_key{
     0,
     0,
     std::int64_t{16} << 20,
-    "largest eager payload; bigger messages use the rendezvous. 0: 32k capped by the "
-    "driver's max_packet",
+    "largest eager payload; bigger messages use the rendezvous. 0: per driver, four "
+    "latency-bandwidth products of its profile (32k to 256k), capped by its max_packet",
     config::Type::size};
 inline const config::IntKey split_min_key{
     "CORE_SPLIT_MIN",
@@ -57,6 +57,7 @@ inline const config::IntKey gap_key{
 
 namespace {
 constexpr std::size_t default_eager = 32 * 1024;
+constexpr std::size_t max_auto_eager = 256 * 1024;
 /// A context with at most this many remote peers has them polled directly.
 constexpr std::size_t direct_poll_max = 4;
 }  // namespace
@@ -204,12 +205,22 @@ Status Core::Impl::bring_up_drivers() {
       drivers_.push_back(std::move(d));
     }
   }
-  std::size_t eager = settings_.eager_limit ? settings_.eager_limit : default_eager;
-  recv_capacity_ = eager + max_prefix;
-  if (min_packet != 0) recv_capacity_ = std::min(recv_capacity_, min_packet);
-  if (recv_capacity_ < max_prefix + 64) {
-    PIER_LOG(error, "core", "drivers' max_packet {} too small for the core's headers", min_packet);
-    return Status::unsupported;
+  (void)min_packet;
+  // Each driver's own eager limit: a rendezvous costs a round trip more,
+  // which tcp's latency makes worth it only for larger messages than shm's.
+  recv_capacity_ = 0;
+  for (std::size_t i = 0; i < drivers_.size(); ++i) {
+    DriverSlot& d = drivers_[i];
+    std::size_t cap = eager_limit_for(d.props, settings_.eager_limit) + max_prefix;
+    if (d.props.caps.max_packet != 0) cap = std::min(cap, d.props.caps.max_packet);
+    if (cap < max_prefix + 64) {
+      PIER_LOG(error, "core", "driver {}'s max_packet {} is too small for the core's headers",
+               d.spec, d.props.caps.max_packet);
+      return Status::unsupported;
+    }
+    d.recv_capacity = cap;
+    local_.urls[i].recv_capacity = static_cast<std::uint32_t>(cap);
+    recv_capacity_ = std::max(recv_capacity_, cap);
   }
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
@@ -710,6 +721,21 @@ Status Core::gate_status(Rank peer) const noexcept {
   if (!impl_->connected_ || peer >= impl_->size_) return Status::invalid_argument;
   const Gate& g = *impl_->gates_[peer];
   return g.state == GateState::failed ? g.failure : Status::ok;
+}
+
+std::size_t eager_limit_for(const driver::Properties& props, std::size_t configured) noexcept {
+  std::size_t eager = configured;
+  if (eager == 0) {
+    // Four latency-bandwidth products (MB/s are bytes per microsecond): a
+    // message that size spends as long on the wire as the rendezvous' extra
+    // round trips would add, so below it eager is faster.
+    const std::uint64_t product =
+        std::uint64_t{props.profile.latency_ns} * props.profile.bandwidth_mbps / 1000;
+    eager = std::bit_ceil(std::clamp<std::uint64_t>(4 * product, default_eager, max_auto_eager));
+  }
+  if (props.caps.max_packet != 0 && props.caps.max_packet > max_prefix)
+    eager = std::min(eager, props.caps.max_packet - max_prefix);
+  return eager;
 }
 
 std::size_t Core::pending() const noexcept {

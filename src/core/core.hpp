@@ -128,18 +128,25 @@ struct GateInfo {
 struct Settings {
   std::string drivers;          ///< CORE_DRIVERS as read
   bool eager_connect = false;   ///< CORE_CONNECT=eager
-  std::size_t eager_limit = 0;  ///< 0: from the driver's max_packet
+  std::size_t eager_limit = 0;  ///< 0: per driver (eager_limit_for)
   std::size_t split_min = 0;
   std::uint32_t credits = 0;
   std::uint32_t send_msgs = 0, recv_msgs = 0;
   std::uint32_t spin_us = 0;
   std::uint32_t gap_limit_ms = 0;
   /// Upper header + payload bytes that go eager to a peer with the same
-  /// settings and drivers (set by Core::create; gate_info(peer).eager_limit
-  /// for one peer); larger sends use the rendezvous.
+  /// settings and drivers over the driver with the largest limit (set by
+  /// Core::create; gate_info(peer).eager_limit for one peer); larger sends
+  /// use the rendezvous.
   std::size_t eager_max = 0;
   static Settings from_config();
 };
+
+/// The largest eager payload (upper header included) toward a driver:
+/// `configured` (CORE_EAGER_LIMIT) when not 0, else four latency-bandwidth
+/// products of its profile as a power of two from 32 KiB to 256 KiB; in
+/// both cases capped by its max_packet less the core's headers.
+std::size_t eager_limit_for(const driver::Properties& props, std::size_t configured) noexcept;
 
 class Core {
  public:

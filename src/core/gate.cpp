@@ -29,7 +29,11 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
   auto chosen = choose_rails(gate.peer == rank_ ? loopback : *choices, local_, peer);
   if (!chosen) return chosen.status();
   gate.rails.reserve(chosen->size());
+  // Eager packets may take any rail: the smallest limit of the rails rules,
+  // each the peer's capacity on that driver; packets we hold (deferred or
+  // ahead of a hole) may come from any rail: the largest of ours sizes them.
   gate.send_limit = peer.recv_capacity;
+  std::size_t slot_bytes = 0;
   for (const auto& choice : *chosen) {
     // Named copies, not a structured binding: clang 14 cannot capture one.
     const auto& spec = choice.first;
@@ -44,10 +48,13 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
     r.context = d->context.get();
     r.props = d->props;
     r.remote_url = u->url;
+    r.rx_capacity = d->recv_capacity;
     if (!r.props.caps.recv_buf)
-      r.rx_buf = std::make_unique_for_overwrite<std::byte[]>(recv_capacity_);
+      r.rx_buf = std::make_unique_for_overwrite<std::byte[]>(r.rx_capacity);
+    gate.send_limit = std::min<std::size_t>(gate.send_limit, u->recv_capacity);
     if (r.props.caps.max_packet != 0)
       gate.send_limit = std::min(gate.send_limit, r.props.caps.max_packet);
+    slot_bytes = std::max(slot_bytes, d->recv_capacity);
   }
   if (gate.send_limit < max_prefix + 1) return Status::unsupported;
   gate.split_min = settings_.split_min;
@@ -60,7 +67,7 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
   // Per priority: one slot per granted credit (deferred packets) and one
   // per stash entry (packets ahead of a hole).
   const std::size_t slots = std::size_t{2} * wire::priority_count * settings_.credits;
-  gate.slot_bytes = recv_capacity_;
+  gate.slot_bytes = slot_bytes;
   // Not zeroed: 4 MiB a peer with the defaults, and zeroing touched every
   // page of it when the gate was built; untouched pages cost no memory.
   gate.slot_mem = std::make_unique_for_overwrite<std::byte[]>(slots * gate.slot_bytes);

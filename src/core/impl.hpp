@@ -37,6 +37,7 @@ struct DriverSlot {
   std::unique_ptr<driver::Context> context;
   driver::Properties props;
   std::vector<std::byte> url;
+  std::size_t recv_capacity = 0;  ///< largest small packet accepted on it
 };
 
 struct Completion {

@@ -29,7 +29,7 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
     } else {
       if (!rail.rx_posted) {
         rail.rx = driver::Packet{};
-        rail.rx_iov = {rail.rx_buf.get(), recv_capacity_};
+        rail.rx_iov = {rail.rx_buf.get(), rail.rx_capacity};
         rail.rx.set_iovec(&rail.rx_iov, 1);
         Status st = inst.recv_post(rail.rx);
         if (st == Status::no_resource) return;

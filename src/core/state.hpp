@@ -161,6 +161,7 @@ struct Rail {
   driver::Packet rx;
   ::iovec rx_iov{};
   std::unique_ptr<std::byte[]> rx_buf;
+  std::size_t rx_capacity = 0;  ///< our receive capacity on this driver (rx_buf's size)
   bool rx_posted = false;
   Fifo<SmallSend, &SmallSend::next> inflight;
   /// The fast eager path's driver buffer packet; busy while a fast send's

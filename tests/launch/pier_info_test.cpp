@@ -72,6 +72,19 @@ TEST(PierInfo, JsonNamesEveryBuiltInDriverWithCapsAndProfile) {
   }
 }
 
+TEST(PierInfo, EachDriverShowsItsEagerLimit) {
+  const json root = info_json({});
+  const json* self = find_driver(root, "self");
+  ASSERT_NE(self, nullptr);
+  EXPECT_EQ(self->at("eager_limit").get<std::size_t>(), std::size_t{32} << 10);
+  const json* tcp = find_driver(root, "tcp");
+  if (!tcp) GTEST_SKIP() << "tcp driver not built";
+  // tcp's profile (microseconds of latency) asks for a larger one.
+  EXPECT_GT(tcp->at("eager_limit").get<std::size_t>(), self->at("eager_limit").get<std::size_t>());
+  const json set = info_json({}, {"PIER_CORE_EAGER_LIMIT=8192"});
+  EXPECT_EQ(find_driver(set, "tcp")->at("eager_limit").get<std::size_t>(), 8192u);
+}
+
 TEST(PierInfo, ConfigNamesEveryKeyWithItsValueAndSource) {
   const json root = info_json({"--config"}, {"PIER_CORE_CREDITS=7", "PIER_CORE_CREDIT=8"});
   const json& config = root.at("config");

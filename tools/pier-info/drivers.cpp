@@ -147,6 +147,12 @@ void section_drivers(Sink& out, const Options& options) {
                           p.props.profile.latency_ns, p.props.profile.bandwidth_mbps,
                           p.props.profile.numa_node,
                           p.props.profile.cpuset.empty() ? "" : ", cpus " + p.props.profile.cpuset);
+      // What the core makes of it: the largest eager message over this driver.
+      const std::size_t eager =
+          core::eager_limit_for(p.props, core::Settings::from_config().eager_limit);
+      data["eager_limit"] = eager;
+      text +=
+          fmt::format("\n      eager limit: {} bytes (larger messages use the rendezvous)", eager);
     }
     if (p.usable && options.init_drivers) {
       data["url_bytes"] = p.url_bytes;
@@ -179,7 +185,7 @@ void section_thresholds(Sink& out, const Options&) {
   out.begin("thresholds");
   out.field("drivers", s.drivers);
   out.field("connect", s.eager_connect ? "eager" : "lazy");
-  // 0 is the core's "automatic": its default, capped by each rail's max_packet.
+  // 0 is the core's "automatic": a limit per driver, shown with each driver.
   out.field("eager_limit", s.eager_limit);
   out.field("eager_limit_auto", s.eager_limit == 0);
   out.field("split_min", s.split_min);

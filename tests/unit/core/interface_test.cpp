@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.hpp"
+#include "core/state.hpp"
 
 namespace pier::core::test {
 namespace {
@@ -106,6 +107,35 @@ TEST(Interface, SettingsGiveTheRealEagerLimit) {
   EXPECT_EQ(c.cores[0]->stats().eager_sent, before.eager_sent + 1);
   EXPECT_EQ(c.cores[0]->stats().rdv_sent, before.rdv_sent + 1);
   EXPECT_EQ(c.clients[1]->buffers[1], over);
+}
+
+// Each driver has its own eager limit: tcp's latency makes a rendezvous
+// worth it only for larger messages than over self (or shm).
+TEST(Interface, EagerLimitFollowsEachDriver) {
+  Cluster over_self(2, "self");
+  ASSERT_EQ(over_self.status, Status::ok);
+  Cluster over_tcp(2, "tcp");
+  if (over_tcp.status != Status::ok) GTEST_SKIP() << "no tcp here: " << to_string(over_tcp.status);
+  const std::size_t self_limit = over_self.cores[0]->gate_info(1)->eager_limit;
+  const std::size_t tcp_limit = over_tcp.cores[0]->gate_info(1)->eager_limit;
+  EXPECT_GE(tcp_limit, std::size_t{64} << 10);
+  EXPECT_GT(tcp_limit, self_limit);
+  // A message between the two limits goes eager over tcp.
+  auto mid = pattern(self_limit + 1000, 5);
+  const Stats before = over_tcp.cores[0]->stats();
+  ASSERT_EQ(over_tcp.send(0, 1, mid, cookie(1)), Status::ok);
+  ASSERT_TRUE(over_tcp.run_until([&] { return over_tcp.clients[1]->finalized.size() == 1; }));
+  EXPECT_EQ(over_tcp.cores[0]->stats().eager_sent, before.eager_sent + 1);
+  EXPECT_EQ(over_tcp.cores[0]->stats().rdv_sent, before.rdv_sent);
+  EXPECT_EQ(over_tcp.clients[1]->buffers[0], mid);
+}
+
+TEST(Interface, ConfiguredEagerLimitAppliesToEveryDriver) {
+  config::ScopedSet limit{"CORE_EAGER_LIMIT", "4096"};
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  EXPECT_EQ(c.cores[0]->gate_info(1)->eager_limit,
+            std::size_t{4096} + max_prefix - wire::FrameHeader::size);
 }
 
 TEST(Interface, DriversKeyOverridesCoreDrivers) {
