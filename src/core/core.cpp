@@ -148,7 +148,6 @@ Status Core::Impl::bring_up_drivers() {
   driver::Hints hints;
   hints.session_size = size_;
   hints.rank = rank_;
-  std::size_t min_packet = 0;
   for (const auto& [spec, n] : wanted) {
     for (std::uint8_t i = 0; i < n; ++i) {
       auto ctx = driver::make_context(spec);
@@ -177,9 +176,6 @@ Status Core::Impl::bring_up_drivers() {
       d.props = *props;
       d.url = std::move(*url);
       d.context = std::move(*ctx);
-      if (d.props.caps.max_packet != 0)
-        min_packet = min_packet == 0 ? d.props.caps.max_packet
-                                     : std::min(min_packet, d.props.caps.max_packet);
       local_.urls.push_back({d.spec, d.index, d.url});
       drivers_.push_back(std::move(d));
     }
@@ -205,7 +201,6 @@ Status Core::Impl::bring_up_drivers() {
       drivers_.push_back(std::move(d));
     }
   }
-  (void)min_packet;
   // Each driver's own eager limit: a rendezvous costs a round trip more,
   // which tcp's latency makes worth it only for larger messages than shm's.
   recv_capacity_ = 0;

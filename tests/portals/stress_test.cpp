@@ -10,7 +10,18 @@
 namespace pier::portals::test {
 namespace {
 
-class Stress : public Portals {};
+class Stress : public Portals {
+ protected:
+  /// An 8-byte entry counting the puts that land on `landed`, and the
+  /// quiet MD the puts leave from.
+  ptl_handle_md_t counted_sink(ptl_handle_ct_t landed) {
+    append(me(sink_, sizeof sink_, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE,
+              0, 0, landed));
+    (void)next_event(teq_);
+    return bind(source_, sizeof source_, PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE);
+  }
+  char sink_[8] = {}, source_[8] = {};
+};
 
 constexpr ptl_match_bits_t race_bits = 5;
 
@@ -20,7 +31,7 @@ TEST_P(Stress, UseOnceAndUnlinkRaceIncomingPuts) {
   ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
   char src[8] = {}, dst[64][8] = {};
   ptl_handle_md_t md =
-      bind(src, sizeof src,
+      bind(src, sizeof source_,
            PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE | PTL_MD_EVENT_CT_ACK, acks);
   constexpr int puts = 400;
   std::atomic<bool> stop{false};
@@ -83,7 +94,7 @@ TEST_P(Stress, R_T_1024TriggeredOperationsPending) {
   append(me(dst, sizeof dst, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE, 9, 0,
             landed));
   (void)next_event(teq_);  // LINK
-  ptl_handle_md_t md = bind(src, sizeof src, PTL_MD_EVENT_SEND_DISABLE);
+  ptl_handle_md_t md = bind(src, sizeof source_, PTL_MD_EVENT_SEND_DISABLE);
   constexpr ptl_size_t n = 1024;
   for (ptl_size_t i = 1; i <= n; ++i)
     ASSERT_EQ(PtlTriggeredPut(md, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 9, 0, nullptr, 0, trig, i),
@@ -125,17 +136,12 @@ TEST_P(Stress, NIFiniWithMessagesInFlight) {
 TEST_P(Stress, BurstOfPutsToOneselfLosesNothing) {
   ptl_handle_ct_t landed;
   ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
-  static char dst[8], src[8];
-  append(me(dst, sizeof dst, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE, 0, 0,
-            landed));
-  (void)next_event(teq_);
-  ptl_handle_md_t md =
-      bind(src, sizeof src, PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE);
+  ptl_handle_md_t md = counted_sink(landed);
   constexpr ptl_size_t puts = 4096;  // four times PIER_LIB_MESSAGES
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   ptl_size_t refused = 0;
   for (ptl_size_t i = 0; i < puts;) {
-    int rc = PtlPut(md, 0, sizeof src, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
+    int rc = PtlPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
     if (rc == PTL_OK) {
       ++i;
       continue;
@@ -162,16 +168,11 @@ TEST_P(Stress, TriggeredBurstBeyondTheMessagePoolAllHappen) {
   ptl_handle_ct_t trigger, landed;
   ASSERT_EQ(PtlCTAlloc(ni_, &trigger), PTL_OK);
   ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
-  static char dst[8], src[8];
-  append(me(dst, sizeof dst, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE, 0, 0,
-            landed));
-  (void)next_event(teq_);
-  ptl_handle_md_t md =
-      bind(src, sizeof src, PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE);
+  ptl_handle_md_t md = counted_sink(landed);
   const auto n = static_cast<ptl_size_t>(limits_.max_triggered_ops);
   ASSERT_GE(n, 1024u) << "needs more triggered operations than initiators may hold states";
   for (ptl_size_t i = 0; i < n; ++i)
-    ASSERT_EQ(PtlTriggeredPut(md, 0, sizeof src, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0,
+    ASSERT_EQ(PtlTriggeredPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0,
                               trigger, 1),
               PTL_OK);
   ASSERT_EQ(PtlCTInc(trigger, ptl_ct_event_t{1, 0}), PTL_OK);
