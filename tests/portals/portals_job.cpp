@@ -80,13 +80,19 @@ int run_target(Job& j, int rank) {
     me.match_id.phys.nid = PTL_NID_ANY;
     me.match_id.phys.pid = PTL_PID_ANY;
   }
-  me.match_bits = data_bits;
+  // The counters' entry first: initiators retry their first put until the
+  // data entry takes it, and only then send the atomics, which are not
+  // retried. In the other order an atomic could slip in between the two
+  // appends (a target preempted there on a loaded machine) and be dropped.
   ptl_handle_me_t h1, h2;
-  TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h1));
   me.start = counters;
   me.length = sizeof counters;
   me.match_bits = counter_bits;
   TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h2));
+  me.start = buffer;
+  me.length = sizeof buffer;
+  me.match_bits = data_bits;
+  TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h1));
   // No pier call from here until everyone is done.
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (__atomic_load_n(&counters[1], __ATOMIC_ACQUIRE) != std::uint64_t(j.size - 1)) {
