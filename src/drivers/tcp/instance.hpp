@@ -74,6 +74,9 @@ class TcpInstance final : public driver::Instance {
   void tick() noexcept;
   // send (send.cpp)
   void progress_send() noexcept;
+  /// A lone small frame written in one piece; false when it is not one
+  /// (the general path writes it).
+  bool send_flat() noexcept;
   void complete_send(SendSlot& slot, Status s) noexcept;
   bool push_keepalive() noexcept;
   /// Why no packet may be posted now (ok when one may).
