@@ -92,6 +92,7 @@ void Lib::release_msg(Msg* m) noexcept {
   bool target_staging = m->stage_count && m->stage >= stage_blocks_ / 2;
   if (m->stage_count) stage_release(m);
   msgs_.release(m);
+  if (parked_count_ > 0) parked_retry_due_ = true;
   if (target_staging && !stage_waiting_.empty()) stage_retry();
   if (ni && --ni->inflight == 0 && ni->dying) {
     ni->dying = false;
@@ -112,6 +113,11 @@ void* reply_cookie(Msg* m) {
 
 void Lib::lib_finalize(void* cookie, Status status) noexcept {
   flush_deferred();  // a finalize just gave the core room back
+  finalize(cookie, status);
+  if (parked_retry_due_) retry_parked();  // it may have freed a message state
+}
+
+void Lib::finalize(void* cookie, Status status) noexcept {
   auto bits = reinterpret_cast<std::uintptr_t>(cookie);
   auto* m = reinterpret_cast<Msg*>(bits & ~std::uintptr_t{1});
   if (!m->initiator) return finish_target(m, status);

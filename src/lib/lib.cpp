@@ -137,6 +137,12 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   lib->fire_queue_.reserve(lib->trigs_.capacity());
   lib->stalled_.resize(lib->trigs_.capacity());
   lib->deferred_.resize(2 * n);
+  // Room for every request the core can hold for us (one per credit it
+  // grants each peer and priority), within a bound for large jobs: beyond
+  // it a request finding no state is dropped, as the specification allows.
+  const std::size_t holdable =
+      std::size_t{core.size()} * wire::priority_count * core.settings().credits;
+  lib->parked_.resize(std::clamp<std::size_t>(holdable, n, max_parked));
   // A nid names a host: the lowest rank on the same node.
   lib->nid_of_rank_.resize(core.size());
   for (core::Rank r = 0; r < core.size(); ++r) {
@@ -287,6 +293,7 @@ void Lib::call(Op op, const Call& c, Reply& r) noexcept {
       r.rc = PTL_ARG_INVALID;
       break;
   }
+  if (parked_retry_due_) retry_parked();
 }
 
 Status Lib::dispatch(std::uint32_t op, std::span<const std::byte> args,
@@ -396,6 +403,9 @@ void Lib::destroy_ni(Ni& ni) noexcept {
   std::uint32_t i = ni.index;
   ni_gen_[i] = ni_gen_[i] + 1 >= generation_limit ? 1 : ni_gen_[i] + 1;
   ni.refs = 0;
+  // Requests parked for this NI are refused at the next safe point, so
+  // their senders get their credits back.
+  if (parked_count_ > 0) parked_retry_due_ = true;
   ni.handle = 0;
   if (ni.inflight > 0) {
     // Messages still point at this NI's objects; the last one to finish

@@ -148,6 +148,8 @@ class Lib final : public core::Client, public nal::Lib {
                   std::span<std::byte> ret) noexcept override;
   void lib_parse(const core::Arrival& arrival) noexcept override;
   void lib_finalize(void* cookie, Status status) noexcept override;
+  /// lib_finalize's work for one message (the initiator's or the target's).
+  void finalize(void* cookie, Status status) noexcept;
   /// Ends the operations whose ack or reply `peer` can no longer send.
   void peer_failed(core::Rank peer) noexcept override;
 
@@ -212,9 +214,26 @@ class Lib final : public core::Client, public nal::Lib {
   void consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, void* user_ptr,
                           bool as_search) noexcept;
   // target.cpp: arriving requests
-  void parse_request(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
+  /// False when no message state is free for the request (or older
+  /// requests wait for one, unless `from_park`): the caller parks it.
+  bool parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
+                     bool from_park = false) noexcept;
+  /// Keeps a request that found no message state, in arrival order; false
+  /// when the ring is full.
+  bool park(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
+  /// Parses parked requests, oldest first, while message states are free.
+  /// Runs only where parsing is safe (after a parse or finalize, after an
+  /// API call); release_msg() only marks it due.
+  void retry_parked() noexcept;
   void finish_target(Msg* m, Status status) noexcept;
-  void refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept;
+  /// Answers a request with a failure (cleaning its data off the wire);
+  /// true, for parse_request's "handled".
+  bool refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept;
+  /// Which of the four NIs a request is for.
+  static std::uint32_t ni_index(const wire::PortalsHeader& h) noexcept {
+    return (h.matching == wire::Matching::non_matching ? 1u : 0u) |
+           (h.addressing == wire::Addressing::physical ? 2u : 0u);
+  }
   bool matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator, ptl_size_t rlength,
                ptl_size_t remote_offset) const noexcept;
   void complete_target(Msg* m, ptl_ni_fail_t fail) noexcept;
@@ -315,6 +334,17 @@ class Lib final : public core::Client, public nal::Lib {
     std::size_t offset = 0, length = 0;
   };
   std::vector<Deferred> deferred_;  ///< a ring, sized at creation
+  /// Requests parked while no message state was free. Their packets stay
+  /// in the core (deferred), so the sender's credits stay spent: an incast
+  /// beyond the pool slows the senders instead of dropping their data.
+  struct Parked {
+    core::Arrival arrival;  ///< `header` is not valid after lib_parse
+    wire::PortalsHeader header;
+  };
+  static constexpr std::size_t max_parked = 16384;
+  std::vector<Parked> parked_;  ///< a ring, sized at creation
+  std::size_t parked_head_ = 0, parked_count_ = 0;
+  bool parked_retry_due_ = false, in_parked_retry_ = false;
   std::size_t deferred_head_ = 0, deferred_count_ = 0;
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;

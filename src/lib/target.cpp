@@ -82,8 +82,38 @@ void Lib::lib_parse(const core::Arrival& a) noexcept {
     (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
     return;
   }
-  if (wire::is_answer(h->op)) return parse_answer(a, *h);
-  parse_request(a, *h);
+  if (wire::is_answer(h->op)) {
+    parse_answer(a, *h);
+  } else if (!parse_request(a, *h) && !park(a, *h)) {
+    PIER_LOG(warn, "lib", "no message state left for a request from rank {}", a.source);
+    Ni& ni = nis_[ni_index(*h)];
+    if (ni.refs > 0) ++ni.status[PTL_SR_DROP_COUNT];
+    refuse(a, *h, wire::NiFail::dropped);
+  }
+  if (parked_retry_due_) retry_parked();
+}
+
+bool Lib::park(const core::Arrival& a, const wire::PortalsHeader& h) noexcept {
+  if (parked_count_ == parked_.size()) return false;
+  Parked& p = parked_[(parked_head_ + parked_count_) % parked_.size()];
+  p.arrival = a;
+  p.arrival.header = {};
+  p.header = h;
+  ++parked_count_;
+  return true;
+}
+
+void Lib::retry_parked() noexcept {
+  parked_retry_due_ = false;
+  if (in_parked_retry_) return;
+  in_parked_retry_ = true;
+  while (parked_count_ > 0) {
+    Parked& p = parked_[parked_head_];
+    if (!parse_request(p.arrival, p.header, true)) break;  // still no state: wait for the next
+    parked_head_ = (parked_head_ + 1) % parked_.size();
+    --parked_count_;
+  }
+  in_parked_retry_ = false;
 }
 
 Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
@@ -133,9 +163,9 @@ void Lib::flush_deferred() noexcept {
   }
 }
 
-void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept {
+bool Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept {
   (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
-  if (!wants_answer(h)) return;
+  if (!wants_answer(h)) return true;
   wire::PortalsHeader r;
   r.op = answer_op(h.op, static_cast<ptl_ack_req_t>(h.ack_request));
   r.matching = h.matching;
@@ -149,6 +179,7 @@ void Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiF
   r.initiator_pid = h.target_pid;
   if (Status s = send_answer(a.source, r, nullptr, nullptr, 0, 0); s != Status::ok)
     PIER_LOG(warn, "lib", "cannot answer rank {}: {}", a.source, to_string(s));
+  return true;
 }
 
 void Lib::disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept {
@@ -165,10 +196,11 @@ void Lib::disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept 
   post(pt.eq, ev);
 }
 
-void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) noexcept {
-  std::uint32_t index = (h.matching == wire::Matching::non_matching ? 1u : 0u) |
-                        (h.addressing == wire::Addressing::physical ? 2u : 0u);
-  Ni& ni = nis_[index];
+bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
+                        bool from_park) noexcept {
+  // Behind parked requests, in order: an entry must match them first.
+  if (parked_count_ > 0 && !from_park) return false;
+  Ni& ni = nis_[ni_index(h)];
   if (ni.refs == 0) return refuse(a, h, wire::NiFail::dropped);
   if (h.pt_index >= ni.pts.size() || !ni.pts[h.pt_index].allocated) {
     ++ni.status[PTL_SR_DROP_COUNT];  // R-F1
@@ -257,11 +289,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
     }
   }
   Msg* m = new_msg(true);
-  if (!m) {
-    PIER_LOG(warn, "lib", "no message state left for a request from rank {}", a.source);
-    ++ni.status[PTL_SR_DROP_COUNT];
-    return refuse(a, h, wire::NiFail::dropped);
-  }
+  if (!m) return false;  // parked: nothing above changed any state
 
   ptl_size_t offset = (e->options & PTL_ME_MANAGE_LOCAL) ? e->local_offset : h.remote_offset;
   ptl_size_t room = offset > e->buffer.length ? 0 : e->buffer.length - offset;
@@ -349,7 +377,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
       (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
     }
     stage_waiting_.push_back(m);
-    return;
+    return true;
   }
   Status s = Status::ok;
   if (h.op == wire::PortalsOp::put) {
@@ -395,6 +423,7 @@ void Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h) no
              to_string(s));
     complete_target(m, PTL_NI_UNDELIVERABLE);
   }
+  return true;
 }
 
 void Lib::stage_retry() noexcept {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "fixture.hpp"
@@ -181,7 +183,55 @@ TEST_P(Stress, TriggeredBurstBeyondTheMessagePoolAllHappen) {
   EXPECT_EQ(v.failure, 0u);
 }
 
+/// The smallest message pool the LIB takes (PIER_LIB_MESSAGES=16): one
+/// progress pass brings more arrivals than there are states left.
+class SmallPool : public Stress {
+ protected:
+  void SetUp() override {
+    ::setenv("PIER_LIB_MESSAGES", "16", 1);
+    Stress::SetUp();
+  }
+  void TearDown() override {
+    Stress::TearDown();
+    ::unsetenv("PIER_LIB_MESSAGES");
+  }
+};
+
+// Requests that find no message state wait in the core for one (their
+// sender's credits stay spent) instead of being dropped, and keep their
+// order: every put lands, none is counted as dropped, and the last one
+// written is the last one sent.
+TEST_P(SmallPool, ArrivalsBeyondThePoolWaitForAState) {
+  ptl_handle_ct_t landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  ptl_handle_md_t md = counted_sink(landed);
+  constexpr ptl_size_t puts = 2000;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (ptl_size_t i = 0; i < puts;) {
+    std::memcpy(source_, &i, sizeof i);
+    int rc = PtlPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
+    if (rc == PTL_OK) {
+      ++i;
+      continue;
+    }
+    ASSERT_EQ(rc, PTL_NO_SPACE);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    ptl_ct_event_t v{};
+    ASSERT_EQ(PtlCTGet(landed, &v), PTL_OK);  // progresses the LIB
+  }
+  ptl_ct_event_t v = ct_wait(landed, puts);
+  EXPECT_EQ(v.success, puts);
+  EXPECT_EQ(v.failure, 0u);
+  ptl_sr_value_t dropped = -1;
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped), PTL_OK);
+  EXPECT_EQ(dropped, 0);
+  ptl_size_t last = 0;
+  std::memcpy(&last, sink_, sizeof last);
+  EXPECT_EQ(last, puts - 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Stress, ::testing::Bool(), cell_name);
+INSTANTIATE_TEST_SUITE_P(Cells, SmallPool, ::testing::Bool(), cell_name);
 
 }  // namespace
 }  // namespace pier::portals::test
