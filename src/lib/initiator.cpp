@@ -189,19 +189,6 @@ int Lib::move(const Call& c, Reply&) noexcept {
   return add_trigger(ct, c.threshold, t);
 }
 
-namespace {
-/// Copies [offset, offset + n) of a buffer out, across iovec elements.
-void gather(const Buffer& b, std::size_t offset, std::size_t n, std::byte* out) {
-  for (std::size_t done = 0; done < n;) {
-    std::size_t i = b.segment_at(offset + done);
-    std::size_t in = offset + done - b.starts[i];
-    std::size_t k = std::min<std::size_t>(n - done, b.segments[i].extent - in);
-    std::memcpy(out + done, b.segments[i].base + in, k);
-    done += k;
-  }
-}
-}  // namespace
-
 int Lib::start_move(const Move& mv) noexcept {
   Ni* ni = nullptr;
   if (int rc = check_move(mv, &ni); rc != PTL_OK) return rc;
@@ -274,7 +261,7 @@ int Lib::launch(const Move& mv, Ni* ni) noexcept {
     // The operand and the data travel as one payload from the bounce slot;
     // copying now also makes the MD reusable at once.
     std::memcpy(bounce(m), mv.operand, mv.operand_length);
-    gather(md->buffer, mv.local_offset, mv.length, bounce(m) + mv.operand_length);
+    md->buffer.copy_out(mv.local_offset, mv.length, bounce(m) + mv.operand_length);
     region = &bounce_region_;
     offset = bounce_offset(m);
     length = mv.operand_length + mv.length;
@@ -287,7 +274,7 @@ int Lib::launch(const Move& mv, Ni* ni) noexcept {
     } else {
       // Crossing (or volatile, at most max_volatile_size): the bounce slot,
       // or the staging run taken above.
-      gather(md->buffer, mv.local_offset, mv.length, staged(m));
+      md->buffer.copy_out(mv.local_offset, mv.length, staged(m));
       region = staged_region(m);
       offset = staged_offset(m);
     }

@@ -52,8 +52,8 @@ ptl_ni_limits_t default_limits() {
   l.max_list_size = 1024;
   l.max_triggered_ops = 1024;
   l.max_msg_size = four_gib;
-  l.max_atomic_size = 512;
-  l.max_fetch_atomic_size = 512;
+  l.max_atomic_size = max_atomic_bytes;
+  l.max_fetch_atomic_size = max_atomic_bytes;
   l.max_waw_ordered_size = 64;
   l.max_war_ordered_size = 8;
   l.max_volatile_size = 512;
@@ -75,8 +75,8 @@ ptl_ni_limits_t clamp_limits(const ptl_ni_limits_t& d) {
   l.max_list_size = clamp_int(d.max_list_size, 0, table_max);
   l.max_triggered_ops = clamp_int(d.max_triggered_ops, 0, table_max);
   l.max_msg_size = clamp_size(d.max_msg_size, 0, four_gib);
-  l.max_atomic_size = clamp_size(d.max_atomic_size, 0, 512);
-  l.max_fetch_atomic_size = clamp_size(d.max_fetch_atomic_size, 8, 512);
+  l.max_atomic_size = clamp_size(d.max_atomic_size, 0, max_atomic_bytes);
+  l.max_fetch_atomic_size = clamp_size(d.max_fetch_atomic_size, 8, max_atomic_bytes);
   l.max_waw_ordered_size = clamp_size(d.max_waw_ordered_size, 8, 64);
   l.max_war_ordered_size = clamp_size(d.max_war_ordered_size, 8, 64);
   l.max_volatile_size = clamp_size(d.max_volatile_size, 0, 512);

@@ -129,9 +129,12 @@ class Notifier {
   std::condition_variable cv_;
 };
 
+/// The largest atomic (max_atomic_size, max_fetch_atomic_size).
+inline constexpr std::size_t max_atomic_bytes = 512;
 /// Bytes per message for atomics and small staged copies: an operand, the
 /// data and the fetched values, each up to the atomic size limit.
 inline constexpr std::size_t bounce_slot = 1088;
+static_assert(bounce_slot >= 32 + 2 * max_atomic_bytes);
 /// iovec ranges that cross elements up to this length go through the
 /// message's bounce slot; longer ones through the staging pool.
 inline constexpr std::size_t bounce_stage_max = bounce_slot / 2;

@@ -29,6 +29,26 @@ void* Buffer::address(std::size_t offset) const noexcept {
   return segments[i].base + (offset - starts[i]);
 }
 
+void Buffer::copy_out(std::size_t offset, std::size_t n, std::byte* out) const noexcept {
+  for (std::size_t done = 0; done < n;) {
+    std::size_t i = segment_at(offset + done);
+    std::size_t in = offset + done - starts[i];
+    std::size_t k = std::min<std::size_t>(n - done, segments[i].extent - in);
+    std::memcpy(out + done, segments[i].base + in, k);
+    done += k;
+  }
+}
+
+void Buffer::copy_in(std::size_t offset, std::size_t n, const std::byte* in) const noexcept {
+  for (std::size_t done = 0; done < n;) {
+    std::size_t i = segment_at(offset + done);
+    std::size_t at = offset + done - starts[i];
+    std::size_t k = std::min<std::size_t>(n - done, segments[i].extent - at);
+    std::memcpy(segments[i].base + at, in + done, k);
+    done += k;
+  }
+}
+
 int Lib::make_buffer(Ni& ni, void* start, ptl_size_t length, bool iovec, Buffer& out) noexcept {
   out = Buffer{};
   out.iovec = iovec;

@@ -161,6 +161,10 @@ struct Buffer {
   bool crosses(std::size_t offset, std::size_t n) const noexcept;
   /// Address of byte `offset` (for event start), nullptr past the end.
   void* address(std::size_t offset) const noexcept;
+  /// Copies [offset, offset + n) out to `out` / in from `in`, across
+  /// elements; the range must be held.
+  void copy_out(std::size_t offset, std::size_t n, std::byte* out) const noexcept;
+  void copy_in(std::size_t offset, std::size_t n, const std::byte* in) const noexcept;
 };
 
 struct Eq {

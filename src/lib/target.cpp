@@ -2,6 +2,7 @@
 // the portal table entry (R-F*, R-M*, R-O*), reserves what its completion
 // needs, and answers the core with one recv(); complete_target posts the
 // events, counts, keeps the unexpected header and sends the ack or reply.
+#include <array>
 #include <cstring>
 
 #include "base/log.hpp"
@@ -401,13 +402,7 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     m->phase = Phase::target_send;
     if (cross) {
       // Gather the iovec range into the bounce slot or the staging run.
-      for (std::size_t done = 0; done < mlength;) {
-        std::size_t i = e->buffer.segment_at(offset + done);
-        std::size_t in = offset + done - e->buffer.starts[i];
-        std::size_t n = std::min<std::size_t>(mlength - done, e->buffer.segments[i].extent - in);
-        std::memcpy(staged(m) + done, e->buffer.segments[i].base + in, n);
-        done += n;
-      }
+      e->buffer.copy_out(offset, mlength, staged(m));
       s = send_answer(a.source, r, m, staged_region(m), staged_offset(m), mlength);
     } else {
       s = send_answer(a.source, r, m, seg, local, mlength);
@@ -494,12 +489,18 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   std::size_t local = 0;
   const core::Region* seg = contiguous(e->buffer, m->offset_used, m->length, &local);
   std::byte* slot = bounce(m);
-  std::byte* old = slot + wire::max_operand_length + 512;
+  std::byte* old = slot + wire::max_operand_length + max_atomic_bytes;
   bool fetch = m->op != wire::PortalsOp::atomic;
-  if (seg && m->length > 0) {
-    (void)apply_atomic(m->ev.atomic_operation, m->ev.atomic_type, seg->base + local,
-                       slot + m->operand_length, m->operand_length ? slot : nullptr, m->length,
-                       fetch ? old : nullptr);
+  if (m->length > 0) {
+    // A range across iovec elements (an element of the datatype may
+    // straddle two) is gathered, operated on, and scattered back; the LIB
+    // applies one atomic at a time, so nothing sees it half done.
+    std::array<std::byte, max_atomic_bytes> gathered;
+    std::byte* at = seg ? seg->base + local : gathered.data();
+    if (!seg) e->buffer.copy_out(m->offset_used, m->length, gathered.data());
+    (void)apply_atomic(m->ev.atomic_operation, m->ev.atomic_type, at, slot + m->operand_length,
+                       m->operand_length ? slot : nullptr, m->length, fetch ? old : nullptr);
+    if (!seg) e->buffer.copy_in(m->offset_used, m->length, gathered.data());
   }
   if (!fetch) return complete_target(m, PTL_NI_OK);
   wire::PortalsHeader r;
@@ -509,12 +510,12 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   r.pt_index = m->ev.pt_index;
   r.cookie = m->cookie;
   r.length = m->ev.rlength;
-  r.mlength = seg ? m->length : 0;
+  r.mlength = m->length;
   r.remote_offset = m->offset_used;
   r.hdr_data = e->list;
   m->phase = Phase::target_send;
   Status s = send_answer(m->source, r, m, &bounce_region_,
-                         bounce_offset(m) + wire::max_operand_length + 512, r.mlength);
+                         bounce_offset(m) + wire::max_operand_length + max_atomic_bytes, r.mlength);
   if (s != Status::ok) complete_target(m, PTL_NI_UNDELIVERABLE);
 }
 

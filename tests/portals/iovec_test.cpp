@@ -4,6 +4,7 @@
 // ranges up to half a bounce slot (544 bytes) are staged per message,
 // longer ones through the LIB's staging pool (LIB_STAGING_KIB).
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "fixture.hpp"
@@ -87,6 +88,72 @@ TEST_P(Iovec, R_O7_PutsAndGetsCrossElementsOfAnyLength) {
     EXPECT_TRUE(eq_empty(teq_));
     EXPECT_TRUE(eq_empty(ieq_));
   }
+}
+
+// Atomics whose target range crosses the entry's elements, with one
+// datatype element straddling the boundary: applied to every element, and a
+// fetch returns the old values of the whole range.
+TEST_P(Iovec, AtomicsAcrossElementsApplyToTheWholeRange) {
+  // Elements of 12 and 20 bytes; the range is bytes 8..24: the first
+  // uint64 has 4 bytes in each element.
+  unsigned char first[12] = {}, second[20] = {};
+  ptl_iovec_t iov[2] = {{first, sizeof first}, {second, sizeof second}};
+  auto value = [&](int k) {  // the k-th uint64 of the range
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i) {
+      std::size_t at = 8 + 8 * static_cast<std::size_t>(k) + static_cast<std::size_t>(i);
+      b[i] = at < sizeof first ? first[at] : second[at - sizeof first];
+    }
+    std::uint64_t v = 0;
+    std::memcpy(&v, b, 8);
+    return v;
+  };
+  auto set = [&](int k, std::uint64_t v) {
+    unsigned char b[8];
+    std::memcpy(b, &v, 8);
+    for (int i = 0; i < 8; ++i) {
+      std::size_t at = 8 + 8 * static_cast<std::size_t>(k) + static_cast<std::size_t>(i);
+      (at < sizeof first ? first[at] : second[at - sizeof first]) = b[i];
+    }
+  };
+  set(0, 0x0102030405060708u);
+  set(1, 1000);
+  ptl_handle_me_t h = append(me(iov, 2, PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_IOVEC, 9));
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+
+  std::uint64_t add[2] = {0x1010101010101010u, 24}, old[2] = {};
+  ptl_handle_md_t put_md = bind(add, sizeof add, 0);
+  ptl_handle_md_t get_md = bind(old, sizeof old, 0);
+  ASSERT_EQ(PtlAtomic(put_md, 0, sizeof add, PTL_ACK_REQ, self_, pt_, 9, 8, nullptr, 0, PTL_SUM,
+                      PTL_UINT64_T),
+            PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_ACK);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back().ni_fail_type, PTL_NI_OK);
+  EXPECT_EQ(evs.back().mlength, sizeof add);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_ATOMIC);
+  EXPECT_EQ(value(0), 0x1112131415161718u);
+  EXPECT_EQ(value(1), 1024u);
+
+  ASSERT_EQ(PtlFetchAtomic(get_md, 0, put_md, 0, sizeof add, self_, pt_, 9, 8, nullptr, 0, PTL_SUM,
+                           PTL_UINT64_T),
+            PTL_OK);
+  evs = events_until(ieq_, PTL_EVENT_REPLY);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back().ni_fail_type, PTL_NI_OK);
+  EXPECT_EQ(evs.back().mlength, sizeof add);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_FETCH_ATOMIC);
+  EXPECT_EQ(old[0], 0x1112131415161718u);
+  EXPECT_EQ(old[1], 1024u);
+  EXPECT_EQ(value(0), 0x2122232425262728u);
+  EXPECT_EQ(value(1), 1048u);
+  // Bytes outside the range are untouched.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(first[i], 0) << i;
+  for (std::size_t i = 12; i < sizeof second; ++i) EXPECT_EQ(second[i], 0) << i;
+
+  EXPECT_EQ(PtlMDRelease(put_md), PTL_OK);
+  EXPECT_EQ(PtlMDRelease(get_md), PTL_OK);
+  EXPECT_EQ(PtlMEUnlink(h), PTL_OK);
 }
 
 // Many crossing puts of 1 MiB in flight at once: more than the staging
