@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* The names are the specification's, in C style, not pier's C++ style. */
+/* NOLINTBEGIN(readability-identifier-naming) */
+
 /* ---- scalar types ---------------------------------------------------- */
 typedef uint64_t ptl_size_t;
 typedef uint32_t ptl_pt_index_t;
@@ -510,6 +513,8 @@ int PtlStartBundle(ptl_handle_ni_t ni_handle);
 int PtlEndBundle(ptl_handle_ni_t ni_handle);
 /* Non-zero when both handles name the same object, zero otherwise. */
 int PtlHandleIsEqual(ptl_handle_any_t handle1, ptl_handle_any_t handle2);
+
+/* NOLINTEND(readability-identifier-naming) */
 
 #if defined(__cplusplus) || defined(c_plusplus)
 }

@@ -40,6 +40,9 @@
 extern "C" {
 #endif
 
+/* C names in C style (pier_port_*, PIER_PORT_*), not pier's C++ style. */
+/* NOLINTBEGIN(readability-identifier-naming) */
+
 /** Status codes (GM's meanings where GM has the code). */
 typedef enum pier_port_status {
   PIER_PORT_SUCCESS = 0,
@@ -208,6 +211,8 @@ pier_port_status_t pier_port_set_alarm(pier_port_t* port, pier_port_alarm_t* ala
                                        void (*callback)(void* context), void* context);
 /** The alarm fires no more (even if its event was queued, not yet handled). */
 void pier_port_cancel_alarm(pier_port_t* port, pier_port_alarm_t* alarm);
+
+/* NOLINTEND(readability-identifier-naming) */
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,7 @@ enum class Status : std::uint8_t {
 };
 
 inline constexpr std::size_t status_count = 0
+// NOLINTNEXTLINE(bugprone-macro-parentheses): a term of the sum above
 #define PIER_STATUS_COUNT(name, scope, text) +1
     PIER_STATUS_LIST(PIER_STATUS_COUNT)
 #undef PIER_STATUS_COUNT
@@ -73,10 +74,12 @@ constexpr std::string_view describe(Status s) noexcept {
 }
 
 constexpr Scope scope_of(Status s) noexcept {
+  // One case per status, from the list: equal branches are expected.
   switch (s) {
 #define PIER_STATUS_SCOPE(name, scope, text) \
   case Status::name:                         \
     return Scope::scope;
+    // NOLINTNEXTLINE(bugprone-branch-clone)
     PIER_STATUS_LIST(PIER_STATUS_SCOPE)
 #undef PIER_STATUS_SCOPE
   }

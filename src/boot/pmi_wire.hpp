@@ -43,7 +43,7 @@ struct Command {
 
 /// Longest message accepted in either framing (hydra's limit is 1 KiB per
 /// PMI-1 line and 64 KiB per PMI-2 command; this leaves room for both).
-inline constexpr std::size_t max_message = 64 * 1024;
+inline constexpr std::size_t max_message = std::size_t{64} * 1024;
 /// Length of the PMI-2 length prefix.
 inline constexpr std::size_t v2_prefix = 6;
 

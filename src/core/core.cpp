@@ -37,7 +37,7 @@ inline const config::IntKey eager_limit_key{
     config::Type::size};
 inline const config::IntKey split_min_key{
     "CORE_SPLIT_MIN",
-    256 * 1024,
+    std::int64_t{256} * 1024,
     0,
     std::int64_t{1} << 40,
     "smallest rendezvous split across several rails in proportion to their bandwidth",
@@ -56,8 +56,8 @@ inline const config::IntKey gap_key{
     "a hole in a peer's packet sequence older than this fails the peer (lost packet)"};
 
 namespace {
-constexpr std::size_t default_eager = 32 * 1024;
-constexpr std::size_t max_auto_eager = 256 * 1024;
+constexpr std::size_t default_eager = std::size_t{32} * 1024;
+constexpr std::size_t max_auto_eager = std::size_t{256} * 1024;
 /// A context with at most this many remote peers has them polled directly.
 constexpr std::size_t direct_poll_max = 4;
 }  // namespace
@@ -502,28 +502,28 @@ Status Core::attach(wire::Upper upper, Client* client, std::size_t header_size) 
 }
 
 Status Core::detach(wire::Upper upper, Client* client) noexcept {
-  Impl& I = *impl_;
+  Impl& impl = *impl_;
   auto u = static_cast<std::size_t>(upper);
-  if (u >= wire::upper_limit || client == nullptr || I.clients_[u] != client)
+  if (u >= wire::upper_limit || client == nullptr || impl.clients_[u] != client)
     return Status::invalid_argument;
   // Arrivals it never answered: clean them from the wire (R1 on its behalf).
-  for (auto& g : I.gates_) {
+  for (auto& g : impl.gates_) {
     if (!g) continue;
     for (Incoming* in = g->recvs; in;) {
       Incoming* next = in->live_next;
       if (in->upper == upper && in->state == RecvState::deferred)
-        (void)(in->rendezvous ? I.rdv_recv(*in, nullptr, nullptr, 0)
-                              : I.eager_recv(*in, nullptr, nullptr, 0));
+        (void)(in->rendezvous ? impl.rdv_recv(*in, nullptr, nullptr, 0)
+                              : impl.eager_recv(*in, nullptr, nullptr, 0));
       in = next;
     }
-    I.touch(*g);
+    impl.touch(*g);
   }
-  for (std::size_t i = 0; i < I.completion_count_; ++i) {
-    Completion& c = I.completions_[(I.completion_head_ + i) & (I.completions_.size() - 1)];
+  for (std::size_t i = 0; i < impl.completion_count_; ++i) {
+    Completion& c = impl.completions_[(impl.completion_head_ + i) & (impl.completions_.size() - 1)];
     if (c.client == client) c.client = nullptr;
   }
-  I.clients_[u] = nullptr;
-  I.header_size_[u] = 0;
+  impl.clients_[u] = nullptr;
+  impl.header_size_[u] = 0;
   return Status::ok;
 }
 
@@ -559,28 +559,30 @@ Status Core::write(const Region& region, std::size_t offset,
 }
 
 Status Core::send(const SendArgs& a) noexcept {
-  Impl& I = *impl_;
-  if (!I.connected_) return Status::not_initialized;
-  if (a.peer >= I.size_ || a.priority >= wire::priority_count ||
+  Impl& impl = *impl_;
+  if (!impl.connected_) return Status::not_initialized;
+  if (a.peer >= impl.size_ || a.priority >= wire::priority_count ||
       static_cast<std::size_t>(a.upper) >= wire::upper_limit || a.header.size() > max_upper_header)
     return Status::invalid_argument;
-  Gate& gate = *I.gates_[a.peer];
+  Gate& gate = *impl.gates_[a.peer];
   if (gate.state == GateState::failed) return gate.failure;
-  if (I.completion_count_ + I.sends_.outstanding() >= I.send_budget_) return Status::no_resource;
+  if (impl.completion_count_ + impl.sends_.outstanding() >= impl.send_budget_)
+    return Status::no_resource;
   if (!gate.active) {
     // The loopback gate connects from the next pass; when it is connected
     // already, only the list of directly polled rails must learn of it.
     gate.active = true;
-    I.polled_stale_ = true;
-    I.touch(gate);
+    impl.polled_stale_ = true;
+    impl.touch(gate);
   }
   RegionEntry* entry = nullptr;
   std::byte* data = nullptr;
-  if (Status s = I.resolve(a.region, a.offset, a.length, &entry, &data); s != Status::ok) return s;
+  if (Status s = impl.resolve(a.region, a.offset, a.length, &entry, &data); s != Status::ok)
+    return s;
   if (wire::FrameHeader::size + a.header.size() + a.length <= gate.send_limit &&
-      I.eager_fast(gate, a, data, entry))
+      impl.eager_fast(gate, a, data, entry))
     return Status::ok;
-  SendMsg* m = I.sends_.acquire();
+  SendMsg* m = impl.sends_.acquire();
   if (m == nullptr) return Status::no_resource;
   if (entry != nullptr) ++entry->pins;
   m->gate = &gate;
@@ -589,16 +591,16 @@ Status Core::send(const SendArgs& a) noexcept {
   m->region = entry;
   m->data = data;
   m->length = a.length;
-  m->id = static_cast<std::uint32_t>(I.sends_.handle_of(m));
+  m->id = static_cast<std::uint32_t>(impl.sends_.handle_of(m));
   m->small.kind = SmallSend::Kind::message;
   m->small.owner = m;
   m->small.priority = a.priority;
-  I.link(gate, *m);
+  impl.link(gate, *m);
   // What follows the frame (rts sub-header, then the upper header).
   wire::FrameHeader h;
   h.priority = a.priority;
   h.upper = a.upper;
-  h.source_endpoint = I.rank_;
+  h.source_endpoint = impl.rank_;
   h.source_port = a.source_port;
   h.destination_port = a.destination_port;
   const std::size_t eager_size = wire::FrameHeader::size + a.header.size() + a.length;
@@ -621,40 +623,40 @@ Status Core::send(const SendArgs& a) noexcept {
   m->small.frame = h;
   m->small.payload = m->rendezvous ? nullptr : data;
   m->small.payload_len = m->rendezvous ? 0 : a.length;
-  Status s = m->rendezvous ? I.rdv_send(*m) : I.eager_send(*m);
-  I.touch(gate);
+  Status s = m->rendezvous ? impl.rdv_send(*m) : impl.eager_send(*m);
+  impl.touch(gate);
   return s;
 }
 
 Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t offset,
                   std::size_t mlen, std::size_t rlen) noexcept {
   (void)rlen;  // the sender's length rules; the LIB's rlen is what it read in its header
-  Impl& I = *impl_;
-  if (in == nullptr || !I.recvs_.owns(in)) return Status::invalid_argument;
+  Impl& impl = *impl_;
+  if (in == nullptr || !impl.recvs_.owns(in)) return Status::invalid_argument;
   if (in->state != RecvState::parsing && in->state != RecvState::deferred)
     return Status::invalid_argument;
   mlen = static_cast<std::size_t>(std::min<std::uint64_t>(mlen, in->length));
   std::byte* dest = nullptr;
   RegionEntry* entry = nullptr;
-  if (Status s = I.resolve(region, offset, mlen, &entry, &dest); s != Status::ok) return s;
+  if (Status s = impl.resolve(region, offset, mlen, &entry, &dest); s != Status::ok) return s;
   // An eager payload is copied during this call: only a rendezvous keeps
   // the region in use.
   if (in->rendezvous && entry != nullptr) {
     ++entry->pins;
     in->region = entry;
   }
-  if (in == I.parsing_) I.parse_answered_ = true;
+  if (in == impl.parsing_) impl.parse_answered_ = true;
   Gate& gate = *in->gate;
   const std::uint8_t priority = in->priority;
   if (in->rendezvous) {
-    Status s = I.rdv_recv(*in, cookie, dest, mlen);
-    I.touch(gate);
+    Status s = impl.rdv_recv(*in, cookie, dest, mlen);
+    impl.touch(gate);
     return s;
   }
-  Status s = I.eager_recv(*in, cookie, dest, mlen);
+  Status s = impl.eager_recv(*in, cookie, dest, mlen);
   // An eager message leaves only its credit to give back: worth a pass
   // once enough are owed (else the next packet to the peer carries it).
-  if (gate.prio[priority].owed >= I.credit_threshold_) I.touch(gate);
+  if (gate.prio[priority].owed >= impl.credit_threshold_) impl.touch(gate);
   return s;
 }
 

@@ -13,9 +13,9 @@ namespace pier::lib {
 namespace {
 
 template <class T>
-struct is_complex : std::false_type {};
+struct IsComplex : std::false_type {};
 template <class T>
-struct is_complex<std::complex<T>> : std::true_type {};
+struct IsComplex<std::complex<T>> : std::true_type {};
 
 enum class Class { integer, real, long_real, complex, long_complex };
 
@@ -38,7 +38,7 @@ Class class_of(ptl_datatype_t t) {
 
 template <class T>
 bool apply_one(ptl_op_t op, T& t, const T& d, const T& operand) {
-  if constexpr (is_complex<T>::value) {
+  if constexpr (IsComplex<T>::value) {
     switch (op) {
       case PTL_SUM:
         t = t + d;

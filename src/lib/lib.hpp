@@ -139,7 +139,7 @@ static_assert(bounce_slot >= 32 + 2 * max_atomic_bytes);
 /// message's bounce slot; longer ones through the staging pool.
 inline constexpr std::size_t bounce_stage_max = bounce_slot / 2;
 /// The staging pool's unit: runs of whole blocks are handed out.
-inline constexpr std::size_t stage_block = 64 * 1024;
+inline constexpr std::size_t stage_block = std::size_t{64} * 1024;
 
 class Lib final : public core::Client, public nal::Lib {
  public:

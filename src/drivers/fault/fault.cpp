@@ -18,7 +18,7 @@ inline const pier::config::IntKey slots_key{
     "FAULT_SLOTS", 16, 1, 4096, "packets each faulty instance can hold, modify or duplicate"};
 inline const pier::config::IntKey slot_bytes_key{
     "FAULT_SLOT_BYTES",
-    64 * 1024,
+    std::int64_t{64} * 1024,
     64,
     std::int64_t{1} << 30,
     "largest packet the fault driver can hold, modify or duplicate",

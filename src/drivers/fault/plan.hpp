@@ -69,7 +69,7 @@ struct Plan {
   /// when the instance is opened; a packet larger than slot_bytes, or a fault
   /// finding no free slot, is delivered unmodified (logged).
   std::uint32_t slots = 16;
-  std::size_t slot_bytes = 64 * 1024;
+  std::size_t slot_bytes = std::size_t{64} * 1024;
 
   Plan& set(Fault f, double p) {
     probability[static_cast<std::size_t>(f)] = p;

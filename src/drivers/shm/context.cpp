@@ -22,17 +22,17 @@ namespace pier::drivers::shm {
 
 inline const config::IntKey ring_size_key{
     "SHM_RING_SIZE",
-    512 * 1024,
-    16 * 1024,
+    std::int64_t{512} * 1024,
+    std::int64_t{16} * 1024,
     std::int64_t{1} << 30,
     "bytes of cells per ring and direction of each connected pair (rounded up to a power "
     "of two); bounds the data in flight",
     config::Type::size};
 inline const config::IntKey max_packet_key{
     "SHM_MAX_PACKET",
-    32 * 1024,
+    std::int64_t{32} * 1024,
     64,
-    16 * 1024 * 1024,
+    std::int64_t{16} * 1024 * 1024,
     "largest small-track packet, and the fragment size of copies through the cells "
     "(at most a quarter of the ring)",
     config::Type::size};
@@ -50,7 +50,7 @@ inline const config::IntKey cma_min_key{
     config::Type::size};
 inline const config::IntKey split_min_key{
     "SHM_SPLIT_MIN",
-    256 * 1024,
+    std::int64_t{256} * 1024,
     0,
     std::int64_t{1} << 40,
     "single copies at least this large are split: the sender writes the first half while "

@@ -21,7 +21,7 @@ inline const config::IntKey send_queue_key{"TCP_SEND_QUEUE", 64, 1, 65536,
                                            "packets one instance may have posted for sending"};
 inline const config::IntKey recv_buffer_key{
     "TCP_RECV_BUFFER",
-    256 * 1024,
+    std::int64_t{256} * 1024,
     4096,
     1 << 30,
     "receive buffer of a small-track instance; the largest small packet is this less 16 bytes",
@@ -38,7 +38,7 @@ namespace {
 constexpr std::uint64_t tag_listen = 1;
 constexpr std::uint64_t tag_cancel = 2;
 constexpr std::uint64_t tag_handshake = 3;
-constexpr std::size_t large_recv_buffer = 64 * 1024;
+constexpr std::size_t large_recv_buffer = std::size_t{64} * 1024;
 
 void close_fd(int& fd) noexcept {
   if (fd >= 0) ::close(fd);

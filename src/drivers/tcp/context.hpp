@@ -77,7 +77,7 @@ class TcpContext final : public driver::Context {
   std::uint64_t id_ = 0;
   UrlBytes url_{};
   std::size_t send_queue_ = 64;
-  std::size_t recv_buffer_ = 256 * 1024;
+  std::size_t recv_buffer_ = std::size_t{256} * 1024;
   std::size_t max_handshakes_ = 64;
   std::int64_t keepalive_ms_ = 0;
 
