@@ -556,6 +556,7 @@ std::size_t OfiContext::read_cq() noexcept {
 
 void OfiContext::progress() noexcept {
   if (state_ != State::running) return;
+  ++progress_epoch_;
   const std::size_t seen = read_cq();
   if (control_owed_) {
     control_owed_ = false;

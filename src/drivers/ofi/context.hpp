@@ -121,6 +121,8 @@ class OfiContext final : public driver::Context {
 
   /// Reads completions, retries what waited, checks peers. Never blocks.
   void progress() noexcept;
+  /// Counts progress() calls: tells whether one ran since a given moment.
+  std::uint64_t progress_epoch() const noexcept { return progress_epoch_; }
   /// Sleeps on the completion queue until `ready()` or the deadline; the
   /// caller holds `lock`, which is released while sleeping.
   Status wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
@@ -197,6 +199,7 @@ class OfiContext final : public driver::Context {
   bool control_owed_ = false;
   std::uint32_t idle_polls_ = 0;
   std::uint32_t polls_since_check_ = 0;
+  std::uint64_t progress_epoch_ = 0;
   driver::Clock::duration wait_slice_ = std::chrono::milliseconds(10);
 };
 

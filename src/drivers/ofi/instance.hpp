@@ -127,6 +127,9 @@ class OfiInstance final : public driver::Instance {
   Op* pre_op_ = nullptr;
   driver::Packet* user_ = nullptr;  ///< the user receive waiting for pre_op_
   bool prepost_due_ = false;
+  /// progress_epoch() when the last packet was handed out: a post before
+  /// the next progress need not read the queue again.
+  std::uint64_t delivered_epoch_ = ~std::uint64_t{0};
   fid_mr* mr_ = nullptr;  ///< the posted large receive's registration
   std::uint32_t cookie_ = 0;
   std::size_t recv_capacity_ = 0;

@@ -73,6 +73,7 @@ Status OfiInstance::deliver(driver::Packet& pkt) noexcept {
   ctx_.maybe_free(op);
   pre_op_ = nullptr;
   post_prepost();
+  delivered_epoch_ = ctx_.progress_epoch();
   return s;
 }
 
@@ -98,7 +99,12 @@ Status OfiInstance::small_post(driver::Packet& pkt) noexcept {
   // A packet already here completes the post at once: a caller that polls
   // once per round (tests under load) then takes one packet per round, not
   // one per two.
-  if (pre_op_ == nullptr || !pre_op_->done) ctx_.progress();
+  // Not right after a packet was handed out with no progress since: the
+  // queue was just read, and reading it again on a ping-pong's critical
+  // path cost the tcp provider a system call (ofi_pingpong 8 B one-way,
+  // same run: 10.5-11.0 us with the read, 8.5 without).
+  if ((pre_op_ == nullptr || !pre_op_->done) && delivered_epoch_ != ctx_.progress_epoch())
+    ctx_.progress();
   if (pre_op_ != nullptr && carries_data(pre_op_)) return deliver(pkt);
   if (pre_op_ != nullptr && pre_op_->done) return pre_op_->status;  // the bounce receive failed
   if (recv_ended_by_peer()) return Status::closed;
