@@ -81,6 +81,7 @@ void Lib::peer_failed(core::Rank peer) noexcept {
     }
     m = next;
   }
+  if (parked_retry_due_) retry_parked();  // states freed above
 }
 
 void Lib::release_msg(Msg* m) noexcept {

@@ -137,12 +137,13 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   lib->fire_queue_.reserve(lib->trigs_.capacity());
   lib->stalled_.resize(lib->trigs_.capacity());
   lib->deferred_.resize(2 * n);
-  // Room for every request the core can hold for us (one per credit it
-  // grants each peer and priority), within a bound for large jobs: beyond
-  // it a request finding no state is dropped, as the specification allows.
-  const std::size_t holdable =
-      std::size_t{core.size()} * wire::priority_count * core.settings().credits;
-  lib->parked_.resize(std::clamp<std::size_t>(holdable, n, max_parked));
+  // Room for every request the peers may send ahead (one per low-priority
+  // credit), but for at most half the core's receive states: each parked
+  // request holds one, and the core fails a peer that finds none left.
+  // Beyond that a request finding no state is dropped and counted.
+  const std::size_t holdable = std::size_t{core.size()} * core.settings().credits;
+  const std::size_t room = std::max<std::size_t>(1, core.settings().recv_msgs / 2);
+  lib->parked_.resize(std::min({holdable, room, max_parked}));
   // A nid names a host: the lowest rank on the same node.
   lib->nid_of_rank_.resize(core.size());
   for (core::Rank r = 0; r < core.size(); ++r) {
@@ -403,8 +404,9 @@ void Lib::destroy_ni(Ni& ni) noexcept {
   std::uint32_t i = ni.index;
   ni_gen_[i] = ni_gen_[i] + 1 >= generation_limit ? 1 : ni_gen_[i] + 1;
   ni.refs = 0;
-  // Requests parked for this NI are refused at the next safe point, so
-  // their senders get their credits back.
+  // Requests parked for this NI are refused when their turn comes (the
+  // next safe point, if they are first), so their senders get their
+  // credits back.
   if (parked_count_ > 0) parked_retry_due_ = true;
   ni.handle = 0;
   if (ni.inflight > 0) {

@@ -125,6 +125,10 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
   core::SendArgs s;
   s.cookie = cookie;
   s.peer = peer;
+  // Answers travel on the high priority, requests on the low one, each with
+  // its own credits: a request parked for want of a state keeps a low
+  // credit, and the reply that would free a state must not wait behind it.
+  s.priority = wire::is_answer(h.op) ? 1 : 0;
   s.upper = wire::Upper::portals;
   s.header = bytes;
   s.region = region;

@@ -230,6 +230,39 @@ TEST_P(SmallPool, ArrivalsBeyondThePoolWaitForAState) {
   EXPECT_EQ(last, puts - 1);
 }
 
+// Gets to oneself, far beyond the states a target may hold: each target
+// state is freed only once its reply has left, so a reply must never wait
+// behind requests that are parked for want of a state (they keep their
+// credit). Every get completes.
+TEST_P(Stress, GetsToOneselfBeyondThePoolAllComplete) {
+  ptl_handle_ct_t replies;
+  ASSERT_EQ(PtlCTAlloc(ni_, &replies), PTL_OK);
+  append(me(sink_, sizeof sink_, PTL_ME_OP_GET | PTL_ME_EVENT_COMM_DISABLE));
+  (void)next_event(teq_);
+  ptl_handle_md_t md = bind(
+      source_, sizeof source_,
+      PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE | PTL_MD_EVENT_CT_REPLY, replies);
+  constexpr ptl_size_t gets = 4096;  // four times PIER_LIB_MESSAGES
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (ptl_size_t i = 0; i < gets;) {
+    int rc = PtlGet(md, 0, sizeof source_, self_, pt_, 0, 0, nullptr);
+    if (rc == PTL_OK) {
+      ++i;
+      continue;
+    }
+    ASSERT_EQ(rc, PTL_NO_SPACE);
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << i << " gets issued";
+    ptl_ct_event_t v{};
+    ASSERT_EQ(PtlCTGet(replies, &v), PTL_OK);  // progresses the LIB
+  }
+  ptl_ct_event_t v = ct_wait(replies, gets);
+  EXPECT_EQ(v.success, gets);
+  EXPECT_EQ(v.failure, 0u);
+  ptl_sr_value_t dropped = -1;
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped), PTL_OK);
+  EXPECT_EQ(dropped, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Stress, ::testing::Bool(), cell_name);
 INSTANTIATE_TEST_SUITE_P(Cells, SmallPool, ::testing::Bool(), cell_name);
 
