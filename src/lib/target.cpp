@@ -444,13 +444,7 @@ void Lib::resume_staged(Msg* m) noexcept {
     m->parked = nullptr;
     s = core_.recv(in, m, staged_region(m), staged_offset(m), m->length, m->parked_rlen);
   } else {
-    for (std::size_t done = 0; done < m->length;) {
-      std::size_t i = e->buffer.segment_at(m->offset_used + done);
-      std::size_t in = m->offset_used + done - e->buffer.starts[i];
-      std::size_t n = std::min<std::size_t>(m->length - done, e->buffer.segments[i].extent - in);
-      std::memcpy(staged(m) + done, e->buffer.segments[i].base + in, n);
-      done += n;
-    }
+    e->buffer.copy_out(m->offset_used, m->length, staged(m));
     wire::PortalsHeader r;
     r.op = wire::PortalsOp::reply;
     r.matching = m->ni->matching ? wire::Matching::matching : wire::Matching::non_matching;

@@ -1,7 +1,8 @@
 // pier tcp: the send path. A post writes header and payload with one
-// sendmsg straight from the caller's memory; what the socket cannot take
-// stays in a fixed ring and is continued from poll. Several queued packets
-// are written with one sendmsg when the socket has room.
+// sendmsg straight from the caller's memory (a lone frame of at most 1 KiB
+// is copied into one piece and written with send()); what the socket cannot
+// take stays in a fixed ring and is continued from poll. Several queued
+// packets are written with one sendmsg when the socket has room.
 #include "driver/packet.hpp"
 #include "drivers/tcp/context.hpp"
 #include "drivers/tcp/gather.hpp"
