@@ -4,6 +4,8 @@
 // them). unexpected: puts land on an overflow entry and are claimed later as
 // PUT_OVERFLOW events (R-U1, R-U2). iovec: puts and gets across iovec
 // elements of 1, 544, 545 bytes, 64 KiB and 1 MiB on both sides (R-O7).
+// incast: the other ranks burst puts at rank 0 beyond its message pool;
+// every one lands.
 #include <gtest/gtest.h>
 
 #include "run_command.hpp"
@@ -16,6 +18,7 @@ struct Cell {
   const char* addressing;
   int ranks;
   const char* mode = "basic";  ///< portals_job's second argument
+  const char* env = nullptr;   ///< one more NAME=value for every rank
 };
 
 class PortalsJob : public ::testing::TestWithParam<Cell> {};
@@ -26,6 +29,7 @@ TEST_P(PortalsJob, EveryRankCompletes) {
   spec.argv = {PIER_RUN_PATH,  "-n", std::to_string(c.ranks), "--timeout", "60",
                "--kill-grace", "2",  PORTALS_JOB_PATH,        c.addressing};
   spec.env = {std::string("PIER_CORE_DRIVERS=") + c.drivers};
+  if (c.env != nullptr) spec.env.emplace_back(c.env);
   spec.limit = std::chrono::seconds(90);
   multiproc::Outcome o = multiproc::run_command(spec);
   ASSERT_FALSE(o.timed_out) << o.output;
@@ -42,7 +46,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Cell{"self,tcp", "physical", 4, "unexpected"},
                       Cell{"self,shm", "logical", 2, "iovec"},
                       Cell{"self,shm", "physical", 2, "iovec"},
-                      Cell{"self,tcp", "logical", 2, "iovec"}),
+                      Cell{"self,tcp", "logical", 2, "iovec"},
+                      // Three ranks burst 2000 puts each at rank 0, whose
+                      // pool holds 16 message states.
+                      Cell{"self,shm", "logical", 4, "incast", "PIER_LIB_MESSAGES=16"},
+                      Cell{"self,tcp", "physical", 3, "incast", "PIER_LIB_MESSAGES=16"}),
     [](const ::testing::TestParamInfo<Cell>& cell) {
       std::string d = cell.param.drivers;
       return d.substr(d.find(',') + 1) + "_" + cell.param.addressing + "_" + cell.param.mode;

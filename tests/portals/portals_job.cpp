@@ -533,6 +533,89 @@ int run_iovec(Job& j, int rank) {
   return 0;
 }
 
+// incast: every other rank bursts puts at rank 0 at once, far more than the
+// message pool (PIER_LIB_MESSAGES in the test) holds; rank 0's counter must
+// count every one of them (a request without a state waits, parked).
+constexpr ptl_size_t incast_puts = 2000;
+constexpr ptl_match_bits_t incast_bits = 7;
+
+int run_incast(Job& j, int rank) {
+  static std::uint64_t sink[8];
+  if (rank == 0) {
+    ptl_handle_ct_t landed;
+    TRY(PtlCTAlloc(j.ni, &landed));
+    ptl_me_t me{};
+    me.start = sink;
+    me.length = sizeof sink;
+    me.ct_handle = landed;
+    me.uid = PTL_UID_ANY;
+    me.options = PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM;
+    if (j.logical) {
+      me.match_id.rank = PTL_RANK_ANY;
+    } else {
+      me.match_id.phys.nid = PTL_NID_ANY;
+      me.match_id.phys.pid = PTL_PID_ANY;
+    }
+    me.match_bits = incast_bits;
+    ptl_handle_me_t h;
+    TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
+    // Each initiator's first (acked, retried) put, then its burst.
+    ptl_size_t want = ptl_size_t(j.size - 1) * (incast_puts + 1);
+    ptl_ct_event_t v{};
+    unsigned which = 0;
+    int rc = PtlCTPoll(&landed, &want, 1, 30000, &v, &which);
+    if (rc != PTL_OK) {
+      std::fprintf(stderr, "rank 0: %llu of %llu puts landed\n",
+                   static_cast<unsigned long long>(v.success),
+                   static_cast<unsigned long long>(want));
+      return fail(rank, "counting the incast", rc);
+    }
+    if (v.failure != 0) return fail(rank, "incast puts that failed", int(v.failure));
+    std::printf("rank 0: %llu incast puts landed\n", static_cast<unsigned long long>(v.success));
+    return 0;
+  }
+  std::uint64_t value = std::uint64_t(rank);
+  // First one put, acked and retried until rank 0's entry is there.
+  ptl_md_t d{&value, sizeof value, 0, j.eq, PTL_CT_NONE};
+  ptl_handle_md_t hello;
+  TRY(PtlMDBind(j.ni, &d, &hello));
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    TRY(PtlPut(hello, 0, sizeof value, PTL_ACK_REQ, j.target(), pt_index, incast_bits, 0, nullptr,
+               0));
+    if (j.await(PTL_EVENT_SEND) != PTL_NI_OK) return fail(rank, "first put (SEND)", -1);
+    if (j.await(PTL_EVENT_ACK) == PTL_NI_OK) break;
+    if (std::chrono::steady_clock::now() > deadline) return fail(rank, "first put (ACK)", -1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Then the burst, as fast as PtlPut takes it.
+  ptl_handle_ct_t sent;
+  TRY(PtlCTAlloc(j.ni, &sent));
+  ptl_md_t b{&value, sizeof value,
+             PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE | PTL_MD_EVENT_CT_SEND,
+             PTL_EQ_NONE, sent};
+  ptl_handle_md_t burst;
+  TRY(PtlMDBind(j.ni, &b, &burst));
+  for (ptl_size_t i = 0; i < incast_puts;) {
+    int rc = PtlPut(burst, 0, sizeof value, PTL_NO_ACK_REQ, j.target(), pt_index, incast_bits, 0,
+                    nullptr, 0);
+    if (rc == PTL_OK) {
+      ++i;
+      continue;
+    }
+    if (rc != PTL_NO_SPACE) return fail(rank, "burst put", rc);
+    if (std::chrono::steady_clock::now() > deadline) return fail(rank, "burst put (no space)", rc);
+    ptl_ct_event_t v{};
+    TRY(PtlCTGet(sent, &v));
+  }
+  ptl_size_t want = incast_puts;
+  ptl_ct_event_t v{};
+  unsigned which = 0;
+  TRY(PtlCTPoll(&sent, &want, 1, 30000, &v, &which));
+  if (v.failure != 0) return fail(rank, "burst sends that failed", int(v.failure));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -576,6 +659,8 @@ int main(int argc, char** argv) {
     rc = run_peerdeath(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "iovec") == 0)
     rc = run_iovec(j, rank);
+  else if (argc > 2 && std::strcmp(argv[2], "incast") == 0)
+    rc = run_incast(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
     rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
   else
