@@ -106,6 +106,12 @@ Lib::Lib(core::Core& core)
       trigs_(static_cast<std::size_t>(triggered_key.get())) {}
 
 Lib::~Lib() {
+  // Off the core first: arrivals still unanswered (parked requests, data
+  // waiting for staging) are cleaned from the wire so their senders get
+  // their credits back, and nothing the core still holds finalizes into
+  // a LIB that is gone.
+  (void)core_.detach(wire::Upper::portals, this);
+  parked_count_ = 0;
   for (auto& ni : nis_)
     if (ni.refs > 0 || ni.dying) destroy_ni(ni);
   if (bounce_region_.handle != 0) (void)core_.invalidate(bounce_region_);
