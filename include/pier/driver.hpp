@@ -58,6 +58,9 @@ struct Caps {
   bool prefetch = false;       ///< *_prefetch() / *_unfetch() do real work
   bool rdv_data = false;       ///< a large-track recv_post() fills Packet::rdv_data
   std::size_t max_packet = 0;  ///< largest packet on a small track; 0 means unlimited
+  /// Context::incoming() reports peers that connect before this side opened
+  /// an instance for them, so both sides may open instances on first use.
+  bool incoming = false;
   /// Large tracks need the receive posted before the data is sent (the core
   /// runs a rendezvous); small tracks always preserve packet boundaries.
   bool needs_rdv = false;
@@ -76,6 +79,10 @@ struct Hints {
   std::uint32_t session_size = 1;
   std::uint32_t rank = 0;
   bool wide_url = false;  ///< the launcher can carry a url per instance
+  /// Peers open instances on first use (with Caps::incoming): an instance
+  /// whose peer is the one that completes the connection asks that peer to
+  /// open its side, which learns of it through Context::incoming().
+  bool on_demand = false;
 };
 
 struct Properties {
@@ -157,6 +164,15 @@ class Context {
   virtual Status close() = 0;
   /// A new, unconnected instance for one (gate, track).
   virtual Result<std::unique_ptr<Instance>> open_instance(Track track) = 0;
+
+  /// With Caps::incoming: the url of a peer that connected, or asked to be
+  /// connected, while no instance here was connecting to it. The caller opens
+  /// instances for that url (both tracks) and calls connect_async(). ok with
+  /// `remote_url` filled, in_progress when there is none. Each attempt is
+  /// reported once; a url the caller does not know is simply not answered.
+  virtual Status incoming(std::vector<std::byte>& remote_url) {
+    return (void)remote_url, Status::unsupported;
+  }
 
   /// Which instance has a small-track packet ready. After ok, a receive on
   /// that instance completes at once. in_progress when none has.

@@ -26,7 +26,7 @@ inline const config::StringKey drivers_alias_key{
     "shm,tcp; several rails of one peer as tcp+tcp"};
 inline const config::StringKey connect_key{
     "CORE_CONNECT", "lazy",
-    "lazy: connections complete on first use; eager: creating the core waits for every peer"};
+    "lazy: a gate opens on its first message (either side); eager: connect() waits for every peer"};
 inline const config::IntKey eager_limit_key{
     "CORE_EAGER_LIMIT",
     0,
@@ -148,6 +148,7 @@ Status Core::Impl::bring_up_drivers() {
   driver::Hints hints;
   hints.session_size = size_;
   hints.rank = rank_;
+  hints.on_demand = !settings_.eager_connect;
   for (const auto& [spec, n] : wanted) {
     for (std::uint8_t i = 0; i < n; ++i) {
       auto ctx = driver::make_context(spec);
@@ -258,33 +259,33 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
     gates_[r] = std::move(gate);
   }
   connected_ = true;
-  // Instances are opened and connect_async issued for every peer now: the
-  // driver interface has no "incoming connection" event, so the passive side
-  // of a lazy connection would never learn of it. Lazy means connect_wait is
-  // driven by progress on first use instead of here.
-  for (auto& g : gates_)
-    if (g->state == GateState::idle) start_connect(*g);
   // Receive-any on the contexts that carry many remote peers' buffer-receive
   // rails: one probe instead of a poll per peer. With a few peers, polling
   // each instance directly is cheaper than a probe (a lock and a scan in
   // the driver), so those rails are polled; the loopback gate is polled only
   // once this rank sends to itself.
-  for (auto& [inst, where] : by_instance_) {
-    driver::Context* ctx = where.second->context;
-    if (std::find(any_contexts_.begin(), any_contexts_.end(), ctx) == any_contexts_.end())
-      any_contexts_.push_back(ctx);
-  }
-  std::erase_if(any_contexts_, [&](driver::Context* ctx) {
+  for (const DriverSlot& d : drivers_) {
+    if (!d.props.caps.recv_any || !d.props.caps.recv_buf) continue;
     std::size_t n = 0;
-    for (auto& [inst, where] : by_instance_) n += where.second->context == ctx;
-    if (n > direct_poll_max) return false;
-    std::erase_if(by_instance_, [&](const auto& e) {
-      if (e.second.second->context != ctx) return false;
-      e.second.second->by_any = false;
-      return true;
-    });
-    return true;
-  });
+    for (auto& g : gates_)
+      if (g->state != GateState::failed && g->peer != rank_)
+        for (const Rail& r : g->rails) n += r.context == d.context.get();
+    if (n > direct_poll_max) any_contexts_.push_back(d.context.get());
+  }
+  // Lazy: a gate whose every driver reports incoming connections opens its
+  // instances on first use, by either side (the other learns of it through
+  // Context::incoming()). The rest are opened now, their connect_wait
+  // driven on first use.
+  for (const DriverSlot& d : drivers_)
+    if (d.props.caps.incoming && !settings_.eager_connect)
+      incoming_contexts_.push_back(d.context.get());
+  for (auto& g : gates_) {
+    if (g->state != GateState::idle) continue;
+    const bool on_demand = !settings_.eager_connect && g->peer != rank_ &&
+                           std::all_of(g->rails.begin(), g->rails.end(),
+                                       [](const Rail& r) { return r.props.caps.incoming; });
+    if (!on_demand) start_connect(*g);
+  }
   if (!settings_.eager_connect) return Status::ok;
   for (;;) {
     bool all = true;

@@ -103,7 +103,8 @@ void Core::Impl::start_connect(Gate& gate) noexcept {
     r.state = RailState::connecting;
     // Buffer-receive rails of a receive-any context are found by probe_any;
     // a rail with a posted receive is polled (its data never waits unclaimed).
-    if (r.props.caps.recv_any && r.props.caps.recv_buf && gate.peer != rank_) {
+    if (r.props.caps.recv_any && r.props.caps.recv_buf && gate.peer != rank_ &&
+        std::find(any_contexts_.begin(), any_contexts_.end(), r.context) != any_contexts_.end()) {
       r.by_any = true;
       by_instance_[r.small.get()] = {&gate, &r};
     }
@@ -229,6 +230,29 @@ void Core::Impl::reap(Gate& gate) noexcept {
   // gate after CORE_GAP_LIMIT_MS) instead of waiting for a packet forever.
   for (std::uint8_t p = 0; p < wire::priority_count; ++p)
     if (Ctrl* c = new_ctrl(gate, wire::PacketType::credit, p, {})) gate.ctrl_pending.push(c);
+}
+
+void Core::Impl::poll_incoming() noexcept {
+  incoming_polled_ns_ = base::now_ns();
+  for (driver::Context* ctx : incoming_contexts_) {
+    for (int budget = 64; budget > 0; --budget) {
+      if (ctx->incoming(incoming_url_) != Status::ok) break;
+      Gate* found = nullptr;
+      for (auto& g : gates_) {
+        if (g->peer == rank_) continue;
+        for (const Rail& r : g->rails)
+          if (r.context == ctx && r.remote_url == incoming_url_) found = g.get();
+        if (found) break;
+      }
+      if (found == nullptr) {
+        PIER_LOG(debug, "core", "a connection from an unknown peer ({}) is not answered",
+                 ctx->name());
+      } else if (found->state == GateState::idle) {
+        PIER_LOG(debug, "core", "rank {} connects: opening our side", found->peer);
+        start_connect(*found);
+      }
+    }
+  }
 }
 
 void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {

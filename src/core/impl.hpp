@@ -65,6 +65,8 @@ class Core::Impl {
   /// Destroys the instances of dying rails and settles what they carried.
   void reap(Gate& gate) noexcept;
   void fail_gate(Gate& gate, Status why) noexcept;
+  /// Opens the gates of peers that connected first (lazy set-up).
+  void poll_incoming() noexcept;
 
   // --- small track (small.cpp) ---
   /// Posts one small packet on the primary rail: ok (done), in_progress
@@ -174,6 +176,10 @@ class Core::Impl {
   std::unordered_map<const driver::Instance*, std::pair<Gate*, Rail*>> by_instance_;
   /// Receives any-source first on these contexts (recv_any and recv_buf).
   std::vector<driver::Context*> any_contexts_;
+  /// Lazy set-up: contexts whose peers may connect first (Caps::incoming).
+  std::vector<driver::Context*> incoming_contexts_;
+  std::vector<std::byte> incoming_url_;  ///< poll_incoming()'s buffer
+  std::int64_t incoming_polled_ns_ = 0;
   LocalAddress local_;
   std::vector<std::byte> address_;
   std::vector<PeerAddress> peers_;

@@ -54,6 +54,12 @@ void Core::Impl::slow_pass(bool sweep) noexcept {
   }
   // Gates with something to do besides receiving.
   if (sweep) {
+    // A driver's incoming() costs a system call (accept): at most once a
+    // millisecond, so a busy ping-pong does not pay for it.
+    if (!incoming_contexts_.empty()) {
+      const std::int64_t now = base::now_ns();
+      if (now - incoming_polled_ns_ > 1'000'000) poll_incoming();
+    }
     for (auto& gp : gates_) visit(*gp, true);
     for (auto& gp : gates_) touch(*gp);
   } else {
@@ -72,7 +78,8 @@ void Core::Impl::slow_pass(bool sweep) noexcept {
 }
 
 void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
-  if (gate.state == GateState::failed || !gate.active) return;
+  // An idle gate has nothing queued: a send or the peer's connection opens it.
+  if (gate.state == GateState::failed || gate.state == GateState::idle || !gate.active) return;
   if (gate.state != GateState::connected) {
     if (!step_connect(gate) || gate.state != GateState::connected) return;
     polled_stale_ = true;
@@ -153,7 +160,7 @@ void Core::Impl::answer_probe(Gate& gate, std::int64_t now) noexcept {
 }
 
 bool Core::Impl::busy(const Gate& g) const noexcept {
-  if (g.state == GateState::failed || !g.active) return false;
+  if (g.state == GateState::failed || g.state == GateState::idle || !g.active) return false;
   if (g.state != GateState::connected) return true;
   for (const Rail& r : g.rails)
     if (r.dying || !r.inflight.empty() || !r.large_send.empty() || !r.large_recv.empty())
@@ -210,6 +217,9 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
     if (s == Status::ok || s == Status::timeout || s == Status::canceled) {
       sleeping_.store(false, std::memory_order_relaxed);
       wake_.store(false, std::memory_order_relaxed);  // this sleep has ended anyway
+      // A peer's first connection wakes the wait too: answer it now rather
+      // than at the next sweep, 64 passes (sleeps) away.
+      if (!in_progress_) poll_incoming();
       return;
     }
   }

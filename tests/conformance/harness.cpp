@@ -38,11 +38,11 @@ bool in_process_only(std::string_view spec) {
   return base == "self";
 }
 
-Status make_node(std::string_view spec, Node& node) {
+Status make_node(std::string_view spec, Node& node, const pier::driver::Hints& hints) {
   auto ctx = pier::driver::make_context(spec);
   if (!ctx) return ctx.status();
   node.ctx = std::move(*ctx);
-  auto props = node.ctx->properties(pier::driver::Hints{});
+  auto props = node.ctx->properties(hints);
   if (!props) return props.status();
   node.props = *props;
   auto url = node.ctx->init();

@@ -65,7 +65,8 @@ struct Node {
 };
 
 /// Creates and initialises a context; ok, or the failing status.
-Status make_node(std::string_view spec, Node& node);
+Status make_node(std::string_view spec, Node& node,
+                 const pier::driver::Hints& hints = pier::driver::Hints{});
 
 /// Completes connect_async()'d instances: connect_wait() in short slices on
 /// each until all answer ok (or unsupported: fully asynchronous) or one fails.

@@ -36,7 +36,8 @@ nlohmann::json caps_json(const driver::Caps& c) {
           {"prefetch", c.prefetch},
           {"rdv_data", c.rdv_data},
           {"max_packet", c.max_packet},
-          {"needs_rdv", c.needs_rdv}};
+          {"needs_rdv", c.needs_rdv},
+          {"incoming", c.incoming}};
 }
 
 std::string caps_text(const driver::Caps& c) {
@@ -53,6 +54,7 @@ std::string caps_text(const driver::Caps& c) {
   flag(c.prefetch, "prefetch");
   flag(c.rdv_data, "rdv_data");
   flag(c.needs_rdv, "needs_rdv");
+  flag(c.incoming, "incoming");
   return fmt::format("{}; max_iov {}; max_packet {}", flags.empty() ? "no flags" : flags, c.max_iov,
                      c.max_packet == 0 ? std::string("unlimited") : std::to_string(c.max_packet));
 }

@@ -49,6 +49,10 @@ class Context final : public driver::Context {
   Status probe_any(driver::Instance** ready) override;
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
+  /// Connections are not faulted: the inner driver's reports as they are.
+  Status incoming(std::vector<std::byte>& remote_url) override {
+    return inner_->incoming(remote_url);
+  }
   std::string unavailable_reason() const override;
 
   /// Replaces the plan; only before init() (else in_use).

@@ -106,6 +106,7 @@ std::array<std::byte, control_prefix + Hello::size> encode_hello(const Hello& h)
   put_magic(o, hello_magic);
   store_u8(o, 4, codec_version);
   store_u8(o, 5, static_cast<std::uint8_t>(h.track));
+  store_u8(o, 6, h.call_back ? 1 : 0);
   std::copy(h.url.begin(), h.url.end(), o.begin() + 8);
   store_u32(o, 64, h.ring_lines);
   store_u32(o, 68, h.max_packet);
@@ -117,8 +118,10 @@ Result<Hello> decode_hello(std::span<const std::byte> in) noexcept {
   if (in.size() != Hello::size || !has_magic(in, hello_magic)) return Status::malformed;
   if (load_u8(in, 4) != codec_version) return Status::version_mismatch;
   const std::uint8_t track = load_u8(in, 5);
-  if (track > 1 || !all_zero(in, 6, 2)) return Status::malformed;
+  const std::uint8_t flags = load_u8(in, 6);
+  if (track > 1 || flags > 1 || !all_zero(in, 7, 1)) return Status::malformed;
   Hello h;
+  h.call_back = flags == 1;
   h.track = static_cast<driver::Track>(track);
   std::copy(in.begin() + 8, in.begin() + 64, h.url.begin());
   h.ring_lines = load_u32(in, 64);

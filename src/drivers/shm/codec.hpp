@@ -77,6 +77,9 @@ struct Hello {
   std::uint32_t ring_lines = 0;
   std::uint32_t max_packet = 0;
   std::uint64_t segment_size = 0;
+  /// No connection and no segment: the sender waits to accept one and asks
+  /// the target to open its instance and connect (Hints::on_demand).
+  bool call_back = false;
 };
 std::array<std::byte, control_prefix + Hello::size> encode_hello(const Hello& h) noexcept;
 Result<Hello> decode_hello(std::span<const std::byte> bytes) noexcept;

@@ -73,7 +73,7 @@ ShmContext::~ShmContext() {
 }
 
 Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
-  (void)hints;
+  settings_.on_demand = hints.on_demand;
   if (phase_ == Phase::closed) return Status::not_initialized;
   const auto ring_bytes = std::bit_ceil(static_cast<std::uint64_t>(ring_size_key.get()));
   settings_.ring_lines = static_cast<std::uint32_t>(
@@ -95,6 +95,7 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
   caps_.max_iov = 64;
   caps_.blocking_wait = true;
   caps_.recv_any = true;
+  caps_.incoming = true;
   caps_.prefetch = false;
   caps_.rdv_data = settings_.cma;
   caps_.max_packet = settings_.max_packet;
@@ -198,9 +199,10 @@ bool ShmContext::read_hello(Pending& p) noexcept {
   Result<Control> msg = decode_control(std::span<const std::byte>(buf.data(), r->len));
   Result<Hello> h = msg && msg->type == LocalType::hello ? decode_hello(msg->body)
                                                          : Result<Hello>(Status::malformed);
-  if (!h || !r->fd.valid()) {
+  if (!h || r->fd.valid() == h->call_back) {
     PIER_LOG(warn, "shm", "dropping a connection with a malformed hello ({} bytes, {})", r->len,
-             r->fd.valid() ? to_string(h.status()) : "no segment attached");
+             !h ? to_string(h.status())
+                : (r->fd.valid() ? "a segment with a call back" : "no segment attached"));
     return false;
   }
   p.has_hello = true;
@@ -222,7 +224,15 @@ void ShmContext::progress_accept() noexcept {
   for (std::size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
     bool keep = p.has_hello || read_hello(p);
-    if (keep && p.has_hello) {
+    if (keep && p.has_hello && p.hello.call_back) {
+      // The peer waits to accept our connection: reported by incoming()
+      // unless an instance of ours already connects to it.
+      const std::span<const std::byte> from(p.hello.url);
+      if (!taken(from, p.hello.track, nullptr) && asked_.size() < 4096 &&
+          std::find(asked_.begin(), asked_.end(), p.hello.url) == asked_.end())
+        asked_.push_back(p.hello.url);
+      keep = false;
+    } else if (keep && p.has_hello) {
       const std::span<const std::byte> from(p.hello.url);
       auto waiting = std::find_if(instances_.begin(), instances_.end(), [&](ShmInstance* inst) {
         return inst->accepting() && inst->connected_to(from, p.hello.track);
@@ -333,6 +343,22 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
     }
     if (st != Status::in_progress) return st;
   }
+}
+
+Status ShmContext::incoming(std::vector<std::byte>& remote_url) {
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  progress_accept();
+  std::lock_guard lock(mutex_);
+  for (Pending& p : pending_) {
+    if (!p.has_hello || p.reported) continue;
+    p.reported = true;
+    remote_url.assign(p.hello.url.begin(), p.hello.url.end());
+    return Status::ok;
+  }
+  if (asked_.empty()) return Status::in_progress;
+  remote_url.assign(asked_.front().begin(), asked_.front().end());
+  asked_.erase(asked_.begin());
+  return Status::ok;
 }
 
 Status ShmContext::cancel_any() {

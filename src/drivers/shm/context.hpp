@@ -30,6 +30,7 @@ struct Settings {
   std::size_t split_min = 0;       ///< single copies from this size are split in two
   std::int64_t spin_ns = 0;        ///< busy polling before a wait sleeps
   std::int64_t peer_check_ns = 0;  ///< least time between two socket checks of a poller
+  bool on_demand = false;          ///< Hints::on_demand: acceptors ask for a call back
 };
 
 class ShmContext final : public driver::Context {
@@ -45,6 +46,7 @@ class ShmContext final : public driver::Context {
   Status probe_any(driver::Instance** ready) override;
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
+  Status incoming(std::vector<std::byte>& remote_url) override;
   std::string unavailable_reason() const override;
   std::string degraded_reason() const override;
 
@@ -79,6 +81,7 @@ class ShmContext final : public driver::Context {
     bool has_hello = false;
     Hello hello;
     Fd segment;
+    bool reported = false;  ///< by incoming()
   };
   bool read_hello(Pending& p) noexcept;
 
@@ -96,6 +99,8 @@ class ShmContext final : public driver::Context {
   std::atomic<bool> canceled_{false};
   std::vector<ShmInstance*> instances_;
   std::vector<Pending> pending_;
+  /// Peers that asked to be connected (a call-back hello), for incoming().
+  std::vector<std::array<std::byte, Url::size>> asked_;
   std::vector<::pollfd> pollfds_;
   std::vector<ShmInstance*> watched_;  ///< instances wait_any() raised a flag on
   std::size_t next_any_ = 0;           ///< round-robin start of probe_any()

@@ -65,7 +65,29 @@ Status ShmInstance::connect_async(std::span<const std::byte> remote_url) {
   }
   phase_ = Phase::accepting;
   ctx_->progress_accept();
+  call_back_due_ = ctx_->settings().on_demand && phase_ == Phase::accepting;
+  call_back();
   return Status::in_progress;
+}
+
+void ShmInstance::call_back() noexcept {
+  if (!call_back_due_) return;
+  Result<Fd> sock = seqpacket_socket();
+  if (!sock) return;
+  const Status st = connect_abstract(sock->get(), socket_name(remote_.pid, remote_.nonce));
+  if (st == Status::no_resource) return;  // backlog full: connect_wait retries
+  call_back_due_ = false;
+  if (st != Status::ok) {
+    fail(Status::broken);  // the peer is gone: it would never connect to us
+    return;
+  }
+  Hello hello;
+  hello.track = track_;
+  hello.call_back = true;
+  std::copy(ctx_->url_bytes().begin(), ctx_->url_bytes().end(), hello.url.begin());
+  // Read by the peer before it sees our end close; a full socket buffer
+  // on a fresh connection cannot happen.
+  (void)send_message(sock->get(), encode_hello(hello));
 }
 
 Status ShmInstance::start_connector() noexcept {
@@ -213,6 +235,7 @@ Status ShmInstance::connect_wait(driver::Deadline deadline) {
         break;
       }
       case Phase::accepting:
+        call_back();
         ctx_->progress_accept();
         if (phase_ != Phase::accepting) continue;
         break;

@@ -74,6 +74,11 @@ class ShmInstance final : public driver::Instance {
   // connection (instance.cpp)
   Status start_connector() noexcept;
   Status send_hello() noexcept;
+  /// An acceptor of an on-demand context asks the peer to connect (a
+  /// call-back hello on a connection of its own); retried while the peer's
+  /// backlog is full.
+  void call_back() noexcept;
+  bool call_back_due_ = false;
   /// Decides cma_ok_ by a real process_vm_readv of the peer's probe word.
   void probe_single_copy() noexcept;
   void attach_rings(bool connector) noexcept;

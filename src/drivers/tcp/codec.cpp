@@ -89,6 +89,7 @@ std::array<std::byte, hello_frame_size> encode_hello_frame(const Hello& h) noexc
   std::byte* p = out.data() + frame_header_size + local_prefix;
   p[0] = static_cast<std::byte>(1);
   p[1] = static_cast<std::byte>(h.track);
+  p[2] = static_cast<std::byte>(h.call_back ? 1 : 0);
   put_u64(p + 8, h.target_id);
   for (std::size_t i = 0; i < url_size; ++i) p[16 + i] = h.connector_url[i];
   return out;
@@ -108,8 +109,10 @@ Result<Hello> decode_hello(std::span<const std::byte> in) noexcept {
   const std::byte* p = in.data();
   if (static_cast<std::uint8_t>(p[0]) != 1) return Status::version_mismatch;
   const auto track = static_cast<std::uint8_t>(p[1]);
-  if (track > 1 || !zero(p + 2, 6)) return Status::malformed;
+  const auto flags = static_cast<std::uint8_t>(p[2]);
+  if (track > 1 || flags > 1 || !zero(p + 3, 5)) return Status::malformed;
   Hello h;
+  h.call_back = flags == 1;
   h.track = static_cast<driver::Track>(track);
   h.target_id = get_u64(p + 8);
   for (std::size_t i = 0; i < url_size; ++i) h.connector_url[i] = p[16 + i];

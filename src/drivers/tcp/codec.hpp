@@ -57,7 +57,8 @@ Result<Url> decode_url(std::span<const std::byte> in) noexcept;
 
 /// Hello, the body of the driver-local packet a connector sends first:
 /// who is connecting, for which track, and which context it meant.
-///   [0] u8 version (1)  [1] u8 track  [2] 6 bytes reserved
+///   [0] u8 version (1)  [1] u8 track  [2] u8 flags (1: call back)
+///   [3] 5 bytes reserved
 ///   [8] u64 context id of the target (a stale url is refused)
 ///   [16] 32 bytes the connector's url
 inline constexpr std::size_t hello_size = 48;
@@ -73,6 +74,9 @@ struct Hello {
   driver::Track track = driver::Track::small;
   std::uint64_t target_id = 0;
   UrlBytes connector_url{};
+  /// Not a connection: the sender waits to accept one and asks the target
+  /// to open its instance and connect (Hints::on_demand).
+  bool call_back = false;
 };
 
 std::array<std::byte, hello_frame_size> encode_hello_frame(const Hello& h) noexcept;

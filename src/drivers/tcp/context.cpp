@@ -59,13 +59,14 @@ TcpContext::~TcpContext() {
   if (state_ != State::closed) (void)close();
 }
 
-Result<driver::Properties> TcpContext::properties(const driver::Hints&) {
+Result<driver::Properties> TcpContext::properties(const driver::Hints& hints) {
   if (state_ == State::closed) return Status::not_initialized;
   if (state_ != State::fresh) return Status::invalid_argument;
   send_queue_ = static_cast<std::size_t>(send_queue_key.get());
   recv_buffer_ = static_cast<std::size_t>(recv_buffer_key.get());
   max_handshakes_ = static_cast<std::size_t>(handshakes_key.get());
   keepalive_ms_ = keepalive_key.get();
+  on_demand_ = hints.on_demand;
   state_ = State::described;
 
   driver::Properties props;
@@ -79,6 +80,7 @@ Result<driver::Properties> TcpContext::properties(const driver::Hints&) {
   caps.recv_any = true;
   caps.max_packet = recv_buffer_ - frame_header_size;
   caps.needs_rdv = false;
+  caps.incoming = true;
   // Nominal: loopback TCP on this class of machine (bare busy-poll ping-pong
   // 2.75 us, stream 6.7 GB/s, docs/tcp.md); a real NIC is slower.
   props.profile.latency_ns = 3000;
@@ -293,8 +295,37 @@ bool TcpContext::read_hello(Handshake& h) noexcept {
     close_fd(h.fd);
     return false;
   }
+  if (hello->call_back) {
+    // The peer waits to accept our connection: report it unless an
+    // instance of ours already serves it (it connects by itself).
+    close_fd(h.fd);
+    const bool served = std::any_of(instances_.begin(), instances_.end(), [&](TcpInstance* i) {
+      return i->attached() && i->track() == hello->track && i->remote() == hello->connector_url;
+    });
+    if (!served && asked_.size() < max_handshakes_ &&
+        std::find(asked_.begin(), asked_.end(), hello->connector_url) == asked_.end())
+      asked_.push_back(hello->connector_url);
+    return false;
+  }
   hand_over(h.fd, hello->connector_url, hello->track);
   return false;
+}
+
+Status TcpContext::incoming(std::vector<std::byte>& remote_url) {
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  progress_accepts();
+  std::lock_guard lock(mutex_);
+  for (Parked& p : parked_) {
+    if (p.reported) continue;
+    p.reported = true;
+    remote_url.assign(p.url.begin(), p.url.end());
+    return Status::ok;
+  }
+  if (asked_.empty()) return Status::in_progress;
+  remote_url.assign(asked_.front().begin(), asked_.front().end());
+  asked_.erase(asked_.begin());
+  return Status::ok;
 }
 
 void TcpContext::hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept {

@@ -27,6 +27,7 @@ class TcpContext final : public driver::Context {
   Status probe_any(driver::Instance** ready) override;
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
+  Status incoming(std::vector<std::byte>& remote_url) override;
 
   // --- for instances --------------------------------------------------
   const UrlBytes& url() const noexcept { return url_; }
@@ -34,6 +35,7 @@ class TcpContext final : public driver::Context {
   std::size_t send_queue_size() const noexcept { return send_queue_; }
   std::size_t recv_buffer_size(driver::Track track) const noexcept;
   std::int64_t keepalive_ms() const noexcept { return keepalive_ms_; }
+  bool on_demand() const noexcept { return on_demand_; }
   /// Claims (remote url, track) for `inst`: in_use when another instance of
   /// this context holds it. An acceptor adopts a parked connection at once.
   Status attach(TcpInstance* inst, const UrlBytes& remote, driver::Track track, bool acceptor);
@@ -59,6 +61,7 @@ class TcpContext final : public driver::Context {
     int fd;
     UrlBytes url;
     driver::Track track;
+    bool reported = false;  ///< by incoming()
   };
 
   void accept_new() noexcept;
@@ -87,6 +90,9 @@ class TcpContext final : public driver::Context {
   std::vector<TcpInstance*> instances_;
   std::vector<Handshake> handshakes_;
   std::vector<Parked> parked_;
+  /// Peers that asked to be connected (a call-back hello), for incoming().
+  std::vector<UrlBytes> asked_;
+  bool on_demand_ = false;
   std::size_t next_probe_ = 0;
 };
 

@@ -45,6 +45,7 @@ TcpInstance::~TcpInstance() {
   // Packets still queued are not touched: nobody can poll them any more, and
   // their owner may already have let them go.
   release_fd();
+  if (call_back_fd_ >= 0) ::close(call_back_fd_);
   ctx_.detach(this);
 }
 
@@ -66,7 +67,10 @@ Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
     state_ = State::idle;
     return claimed;
   }
-  if (acceptor) return Status::ok;
+  if (acceptor) {
+    if (ctx_.on_demand() && state_ == State::accepting) start_call_back(*url);
+    return Status::ok;
+  }
 
   const SockAddr addr = to_sockaddr(*url);
   fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -88,8 +92,53 @@ Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
   return state_ == State::broken ? Status::broken : Status::ok;
 }
 
+void TcpInstance::start_call_back(const Url& url) noexcept {
+  const SockAddr addr = to_sockaddr(url);
+  call_back_fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (call_back_fd_ < 0) return;  // the peer may still connect by itself
+  Hello h{track_, url.context_id, ctx_.url()};
+  h.call_back = true;
+  hello_ = encode_hello_frame(h);
+  hello_sent_ = 0;
+  if (::connect(call_back_fd_, addr.get(), addr.length) != 0 && errno != EINPROGRESS) {
+    const int err = errno;
+    PIER_LOG(debug, "tcp", "cannot ask {} to connect: {}", to_text(url), std::strerror(err));
+    ::close(call_back_fd_);
+    call_back_fd_ = -1;
+    fail(Status::broken, err);
+    return;
+  }
+  progress_call_back();
+}
+
+void TcpInstance::progress_call_back() noexcept {
+  while (call_back_fd_ >= 0 && hello_sent_ < hello_.size()) {
+    const ssize_t n = ::send(call_back_fd_, hello_.data() + hello_sent_,
+                             hello_.size() - hello_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      hello_sent_ += static_cast<std::size_t>(n);
+      continue;
+    }
+    int err = n < 0 ? errno : ECONNRESET;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ENOTCONN ||
+        err == EINPROGRESS) {
+      socklen_t len = sizeof err;
+      if (::getsockopt(call_back_fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err == 0) return;
+    }
+    // Refused or reset: the peer is gone, and would never connect to us.
+    ::close(call_back_fd_);
+    call_back_fd_ = -1;
+    fail(Status::broken, err);
+    return;
+  }
+  // Sent: the peer reads it before it sees the close.
+  if (call_back_fd_ >= 0) ::close(call_back_fd_);
+  call_back_fd_ = -1;
+}
+
 void TcpInstance::progress_connect() noexcept {
   if (state_ == State::accepting) {
+    if (call_back_fd_ >= 0) progress_call_back();
     ctx_.progress_accepts();
     return;
   }
@@ -117,6 +166,8 @@ void TcpInstance::progress_connect() noexcept {
 }
 
 void TcpInstance::adopt(int fd) noexcept {
+  if (call_back_fd_ >= 0) ::close(call_back_fd_);
+  call_back_fd_ = -1;
   fd_ = fd;
   become_connected();
 }

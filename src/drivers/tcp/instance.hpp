@@ -67,6 +67,10 @@ class TcpInstance final : public driver::Instance {
 
   // connection (instance.cpp)
   void progress_connect() noexcept;
+  /// An acceptor of an on-demand context asks the peer to connect: a short
+  /// connection carrying a call-back hello (sent from progress_connect()).
+  void start_call_back(const Url& url) noexcept;
+  void progress_call_back() noexcept;
   void become_connected() noexcept;
   void fail(Status why, int err) noexcept;
   void release_fd() noexcept;
@@ -99,6 +103,7 @@ class TcpInstance final : public driver::Instance {
   // connector side of the hello
   std::array<std::byte, hello_frame_size> hello_{};
   std::size_t hello_sent_ = hello_frame_size;
+  int call_back_fd_ = -1;  ///< acceptor side: the call-back hello's connection
 
   // the driver's own packets: keep-alives out, and the parser of those in
   LocalParser local_{LocalParser::Role::connected};

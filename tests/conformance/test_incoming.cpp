@@ -1,0 +1,106 @@
+// pier conformance: connections opened on demand (Hints::on_demand,
+// Caps::incoming). One side opens an instance and connects; the other has no
+// instance for it and learns of the peer through Context::incoming(), then
+// opens its own. Whichever of the two the urls make the connector, the side
+// that starts must succeed: an acceptor asks its peer to call back.
+#include <array>
+
+#include "harness.hpp"
+
+namespace pier::conformance {
+namespace {
+
+using namespace std::chrono_literals;
+
+pier::driver::Hints on_demand() {
+  pier::driver::Hints h;
+  h.on_demand = true;
+  return h;
+}
+
+/// `from` connects `track` to `to`, which has no instance yet: `to` must
+/// report `from`'s url once, then connect back; a packet crosses each way.
+void connect_on_demand(Node& from, Node& to, Track track) {
+  auto a = from.ctx->open_instance(track);
+  ASSERT_TRUE(a.has_value()) << to_string(a.status());
+  const Status started = (*a)->connect_async(to.url);
+  ASSERT_TRUE(is_success(started)) << to_string(started);
+  std::vector<std::byte> url;
+  Status got = Status::in_progress;
+  ASSERT_EQ(drive(
+                [&] {
+                  // The starting side may need its own progress to send its
+                  // hello or its call back.
+                  (void)(*a)->connect_wait(Clock::now());
+                  got = to.ctx->incoming(url);
+                  return got != Status::in_progress;
+                },
+                default_deadline()),
+            Status::ok)
+      << "the peer never reported the connection";
+  ASSERT_EQ(got, Status::ok);
+  EXPECT_EQ(url, from.url);
+  auto b = to.ctx->open_instance(track);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_TRUE(is_success((*b)->connect_async(url)));
+  std::array<Instance*, 2> both{a->get(), b->get()};
+  ASSERT_EQ(finish_connect(both, default_deadline()), Status::ok);
+  // Reported once: nothing more waits.
+  EXPECT_EQ(to.ctx->incoming(url), Status::in_progress);
+  EXPECT_EQ(from.ctx->incoming(url), Status::in_progress);
+
+  std::array<std::byte, 64> out{}, in{};
+  fill_pattern(out, 7);
+  std::size_t n = 0;
+  ASSERT_EQ(round_trip(**a, **b, from.props.caps, out, in, &n), Status::ok);
+  EXPECT_EQ(n, out.size());
+  EXPECT_EQ(check_pattern(in, 7), in.size());
+  fill_pattern(out, 8);
+  ASSERT_EQ(round_trip(**b, **a, to.props.caps, out, in, &n), Status::ok);
+  EXPECT_EQ(check_pattern(in, 8), in.size());
+}
+
+CONFORMANCE_TEST(IncomingOnDemand) {
+  Node x, y;
+  ASSERT_EQ(make_node(spec(), x, on_demand()), Status::ok);
+  ASSERT_EQ(make_node(spec(), y, on_demand()), Status::ok);
+  std::vector<std::byte> url;
+  if (!x.props.caps.incoming) {
+    EXPECT_EQ(x.ctx->incoming(url), Status::unsupported);
+    GTEST_SKIP() << spec() << " does not report incoming connections";
+  }
+  EXPECT_EQ(x.ctx->incoming(url), Status::in_progress);
+  // One track started by each side: one of the two is the urls' acceptor,
+  // which must ask for a call back.
+  connect_on_demand(x, y, Track::small);
+  connect_on_demand(y, x, Track::large);
+}
+
+CONFORMANCE_TEST(IncomingToAPeerThatIsGoneFails) {
+  Node x, y;
+  ASSERT_EQ(make_node(spec(), x, on_demand()), Status::ok);
+  ASSERT_EQ(make_node(spec(), y, on_demand()), Status::ok);
+  if (!x.props.caps.incoming) GTEST_SKIP() << spec() << " does not report incoming connections";
+  ASSERT_EQ(y.ctx->close(), Status::ok);
+  auto a = x.ctx->open_instance(Track::small);
+  ASSERT_TRUE(a.has_value());
+  Status st = (*a)->connect_async(y.url);
+  if (is_success(st)) {
+    // Whichever role the urls give us, the answer is final and quick: a
+    // connector is refused, an acceptor's call back is refused.
+    const Deadline deadline = default_deadline();
+    ASSERT_EQ(drive(
+                  [&] {
+                    st = (*a)->connect_wait(Clock::now() + 5ms);
+                    return st != Status::in_progress && st != Status::timeout;
+                  },
+                  deadline),
+              Status::ok)
+        << "connecting to a closed peer never ended";
+  }
+  EXPECT_FALSE(is_success(st));
+  EXPECT_NE(st, Status::ok) << to_string(st);
+}
+
+}  // namespace
+}  // namespace pier::conformance
