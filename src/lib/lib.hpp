@@ -343,6 +343,10 @@ class Lib final : public core::Client, public nal::Lib {
   struct Parked {
     core::Arrival arrival;  ///< `header` is not valid after lib_parse
     wire::PortalsHeader header;
+    /// ni_gen_ of its NI when it was parked: a request for an NI finalized
+    /// since (and perhaps initialized again) is refused, never matched
+    /// against the new one.
+    std::uint32_t ni_gen = 0;
   };
   static constexpr std::size_t max_parked = 16384;
   std::vector<Parked> parked_;  ///< a ring, sized at creation

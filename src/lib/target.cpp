@@ -100,6 +100,7 @@ bool Lib::park(const core::Arrival& a, const wire::PortalsHeader& h) noexcept {
   p.arrival = a;
   p.arrival.header = {};
   p.header = h;
+  p.ni_gen = ni_gen_[ni_index(h)];
   ++parked_count_;
   return true;
 }
@@ -110,7 +111,10 @@ void Lib::retry_parked() noexcept {
   in_parked_retry_ = true;
   while (parked_count_ > 0) {
     Parked& p = parked_[parked_head_];
-    if (!parse_request(p.arrival, p.header, true)) break;  // still no state: wait for the next
+    if (p.ni_gen != ni_gen_[ni_index(p.header)])
+      (void)refuse(p.arrival, p.header, wire::NiFail::dropped);
+    else if (!parse_request(p.arrival, p.header, true))
+      break;  // still no state: wait for the next
     parked_head_ = (parked_head_ + 1) % parked_.size();
     --parked_count_;
   }
