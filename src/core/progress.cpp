@@ -219,7 +219,9 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
       wake_.store(false, std::memory_order_relaxed);  // this sleep has ended anyway
       // A peer's first connection wakes the wait too: answer it now rather
       // than at the next sweep, 64 passes (sleeps) away.
-      if (!in_progress_) poll_incoming();
+      if (!in_progress_ && !incoming_contexts_.empty() &&
+          base::now_ns() - incoming_polled_ns_ > 1'000'000)
+        poll_incoming();
       return;
     }
   }

@@ -74,6 +74,7 @@ void ShmInstance::call_back() noexcept {
   if (!call_back_due_) return;
   Result<Fd> sock = seqpacket_socket();
   if (!sock) return;
+  call_back_at_ = driver::Clock::now();
   const Status st = connect_abstract(sock->get(), socket_name(remote_.pid, remote_.nonce));
   if (st == Status::no_resource) return;  // backlog full: connect_wait retries
   call_back_due_ = false;
@@ -235,6 +236,9 @@ Status ShmInstance::connect_wait(driver::Deadline deadline) {
         break;
       }
       case Phase::accepting:
+        if (ctx_->settings().on_demand && !call_back_due_ &&
+            driver::Clock::now() - call_back_at_ > std::chrono::milliseconds(100))
+          call_back_due_ = true;
         call_back();
         ctx_->progress_accept();
         if (phase_ != Phase::accepting) continue;

@@ -79,6 +79,9 @@ class ShmInstance final : public driver::Instance {
   /// backlog is full.
   void call_back() noexcept;
   bool call_back_due_ = false;
+  /// When the last call back left: repeated while accepting, since the peer
+  /// may have dropped it.
+  driver::Clock::time_point call_back_at_{};
   /// Decides cma_ok_ by a real process_vm_readv of the peer's probe word.
   void probe_single_copy() noexcept;
   void attach_rings(bool connector) noexcept;

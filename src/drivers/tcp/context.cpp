@@ -67,6 +67,10 @@ Result<driver::Properties> TcpContext::properties(const driver::Hints& hints) {
   max_handshakes_ = static_cast<std::size_t>(handshakes_key.get());
   keepalive_ms_ = keepalive_key.get();
   on_demand_ = hints.on_demand;
+  // On demand, a peer's connections wait parked until the core polls
+  // incoming(): room for every peer's two tracks, not a fixed backlog.
+  if (on_demand_)
+    max_handshakes_ = std::max<std::size_t>(max_handshakes_, std::size_t{4} * hints.session_size);
   state_ = State::described;
 
   driver::Properties props;

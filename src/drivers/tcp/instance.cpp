@@ -45,7 +45,7 @@ TcpInstance::~TcpInstance() {
   // Packets still queued are not touched: nobody can poll them any more, and
   // their owner may already have let them go.
   release_fd();
-  if (call_back_fd_ >= 0) ::close(call_back_fd_);
+  close_call_back();
   ctx_.detach(this);
 }
 
@@ -92,7 +92,13 @@ Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
   return state_ == State::broken ? Status::broken : Status::ok;
 }
 
+void TcpInstance::close_call_back() noexcept {
+  if (call_back_fd_ >= 0) ::close(call_back_fd_);
+  call_back_fd_ = -1;
+}
+
 void TcpInstance::start_call_back(const Url& url) noexcept {
+  call_back_at_ = std::chrono::steady_clock::now();
   const SockAddr addr = to_sockaddr(url);
   call_back_fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (call_back_fd_ < 0) return;  // the peer may still connect by itself
@@ -138,7 +144,12 @@ void TcpInstance::progress_call_back() noexcept {
 
 void TcpInstance::progress_connect() noexcept {
   if (state_ == State::accepting) {
-    if (call_back_fd_ >= 0) progress_call_back();
+    if (call_back_fd_ >= 0) {
+      progress_call_back();
+    } else if (ctx_.on_demand() &&
+               std::chrono::steady_clock::now() - call_back_at_ > std::chrono::milliseconds(100)) {
+      if (Result<Url> url = decode_url(remote_)) start_call_back(*url);
+    }
     ctx_.progress_accepts();
     return;
   }
@@ -166,8 +177,8 @@ void TcpInstance::progress_connect() noexcept {
 }
 
 void TcpInstance::adopt(int fd) noexcept {
-  if (call_back_fd_ >= 0) ::close(call_back_fd_);
-  call_back_fd_ = -1;
+  // The call-back fd is the owner's: closed by its connect_wait() or
+  // destructor, never from the thread that hands connections over.
   fd_ = fd;
   become_connected();
 }
@@ -186,6 +197,7 @@ Status TcpInstance::connect_wait(driver::Deadline deadline) {
       case State::idle:
         return Status::invalid_argument;
       case State::connected:
+        close_call_back();
         return Status::ok;
       case State::broken:
         return Status::broken;
@@ -227,6 +239,7 @@ void TcpInstance::fail(Status why, int err) noexcept {
 Status TcpInstance::disconnect() {
   if (state_ == State::idle) return Status::invalid_argument;
   if (state_ == State::closed) return Status::ok;
+  close_call_back();
   if (state_ == State::connected && fd_ >= 0) (void)::shutdown(fd_, SHUT_RDWR);
   if (state_ != State::broken) {
     fail(Status::closed, 0);

@@ -104,6 +104,10 @@ class TcpInstance final : public driver::Instance {
   std::array<std::byte, hello_frame_size> hello_{};
   std::size_t hello_sent_ = hello_frame_size;
   int call_back_fd_ = -1;  ///< acceptor side: the call-back hello's connection
+  /// When the last call back started: repeated while accepting, since the
+  /// peer may have dropped it (its backlog full, its context busy).
+  std::chrono::steady_clock::time_point call_back_at_{};
+  void close_call_back() noexcept;
 
   // the driver's own packets: keep-alives out, and the parser of those in
   LocalParser local_{LocalParser::Role::connected};
