@@ -5,6 +5,7 @@
 // that starts must succeed: an acceptor asks its peer to call back.
 #include <array>
 
+#include "base/config.hpp"
 #include "harness.hpp"
 
 namespace pier::conformance {
@@ -100,6 +101,65 @@ CONFORMANCE_TEST(IncomingToAPeerThatIsGoneFails) {
   }
   EXPECT_FALSE(is_success(st));
   EXPECT_NE(st, Status::ok) << to_string(st);
+}
+
+/// `from` connects to `to`, which reports the connection (incoming()) but
+/// never takes it. Returns how `from`'s instance ended: a failure once `to`
+/// closed the parked connection, or timeout when `from` is the urls'
+/// acceptor (it waits for a call back that never comes, which its user's
+/// own deadline ends). `reported`: whether `to` reported `from`'s url.
+Status connect_to_a_peer_that_never_takes(Node& from, Node& to, Track track, bool& reported) {
+  auto a = from.ctx->open_instance(track);
+  if (!a) return a.status();
+  Status st = (*a)->connect_async(to.url);
+  if (!is_success(st)) return st;
+  std::vector<std::byte> url;
+  const Deadline deadline = deadline_after(1500ms);
+  Status ended = Status::timeout;
+  (void)drive(
+      [&] {
+        if (to.ctx->incoming(url) == Status::ok && url == from.url) reported = true;
+        st = (*a)->connect_wait(Clock::now());
+        if (st == Status::ok || st == Status::unsupported) {
+          // Connected as far as this side knows: the close shows on a poll.
+          pier::driver::Packet p;
+          st = (*a)->recv_poll(p);
+          if (st == Status::ok) (void)(*a)->recv_buf_release(p);
+        }
+        if (st == Status::ok || st == Status::in_progress || st == Status::timeout) return false;
+        ended = st;
+        return true;
+      },
+      deadline);
+  return ended;
+}
+
+CONFORMANCE_TEST(IncomingNobodyTakesIsClosed) {
+  // Short park limits: the connection is closed soon after it is parked.
+  pier::config::ScopedSet tcp_park("TCP_PARK_MS", "100");
+  pier::config::ScopedSet shm_park("SHM_PARK_MS", "100");
+  Node x, y;
+  ASSERT_EQ(make_node(spec(), x, on_demand()), Status::ok);
+  ASSERT_EQ(make_node(spec(), y, on_demand()), Status::ok);
+  if (!x.props.caps.incoming) GTEST_SKIP() << spec() << " does not report incoming connections";
+  if (!x.props.caps.recv_buf) GTEST_SKIP() << spec() << " has no buffer receive";
+  // The urls make one of the pair the connector: one of the two directions
+  // starts from it (a track each, so the two do not meet).
+  bool reported1 = false, reported2 = false;
+  const Status one = connect_to_a_peer_that_never_takes(x, y, Track::small, reported1);
+  const Status two = connect_to_a_peer_that_never_takes(y, x, Track::large, reported2);
+  const bool first_failed = one != Status::timeout;
+  const bool second_failed = two != Status::timeout;
+  EXPECT_TRUE(first_failed || second_failed)
+      << "a connection nobody takes was never closed: " << to_string(one) << ", " << to_string(two);
+  if (first_failed) {
+    EXPECT_TRUE(reported1);
+    EXPECT_FALSE(is_success(one)) << to_string(one);
+  }
+  if (second_failed) {
+    EXPECT_TRUE(reported2);
+    EXPECT_FALSE(is_success(two)) << to_string(two);
+  }
 }
 
 }  // namespace

@@ -63,6 +63,15 @@ inline const config::IntKey peer_check_key{
     "a polling instance looks at its control socket (the peer's death, its wakes) at most this "
     "often; 0: every 1024 empty polls, a recvmsg each time"};
 
+inline const config::IntKey park_key{
+    "SHM_PARK_MS", 60000, 1, 3600000,
+    "an accepted connection that no instance of ours takes (a peer we do not know, a gate "
+    "that failed, a hello that never comes) is closed after this long; the peer sees it "
+    "broken"};
+inline const config::IntKey pending_key{
+    "SHM_BACKLOG", 4096, 1, 65536,
+    "accepted connections waiting for their instance, per context; more are refused"};
+
 ShmContext::ShmContext() = default;
 
 ShmContext::~ShmContext() {
@@ -86,6 +95,8 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
   settings_.cma_min = static_cast<std::size_t>(cma_min_key.get());
   settings_.spin_ns = spin_key.get() * 1000;
   settings_.peer_check_ns = peer_check_key.get() * 1000;
+  settings_.park_ns = park_key.get() * 1'000'000;
+  settings_.max_pending = static_cast<std::size_t>(pending_key.get());
 
   caps_ = driver::Caps{};
   caps_.supports_data = true;
@@ -219,8 +230,15 @@ void ShmContext::progress_accept() noexcept {
     if (fd < 0) break;
     Pending p;
     p.sock.reset(fd);
+    if (pending_.size() >= settings_.max_pending) {
+      PIER_LOG(warn, "shm", "refusing a connection: {} are already waiting (PIER_SHM_BACKLOG)",
+               pending_.size());
+      continue;  // p closes the socket
+    }
+    p.since = driver::Clock::now();
     pending_.push_back(std::move(p));
   }
+  const auto now = driver::Clock::now();
   for (std::size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
     bool keep = p.has_hello || read_hello(p);
@@ -244,6 +262,13 @@ void ShmContext::progress_accept() noexcept {
         (void)send_message(p.sock.get(), encode_reply(Reply{Answer::in_use}));
         keep = false;
       }
+    }
+    if (keep && now - p.since > std::chrono::nanoseconds(settings_.park_ns)) {
+      // Nobody here will take it: closing tells the peer at once, where
+      // keeping it would leave the peer waiting and the entry here forever.
+      PIER_LOG(info, "shm", "closing a connection no instance took in {} ms (PIER_SHM_PARK_MS)",
+               settings_.park_ns / 1'000'000);
+      keep = false;
     }
     if (keep) {
       ++i;

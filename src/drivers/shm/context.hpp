@@ -31,6 +31,8 @@ struct Settings {
   std::int64_t spin_ns = 0;        ///< busy polling before a wait sleeps
   std::int64_t peer_check_ns = 0;  ///< least time between two socket checks of a poller
   bool on_demand = false;          ///< Hints::on_demand: acceptors ask for a call back
+  std::int64_t park_ns = 0;        ///< an accepted connection no instance adopts is dropped
+  std::size_t max_pending = 0;     ///< accepted connections waiting at most
 };
 
 class ShmContext final : public driver::Context {
@@ -81,7 +83,8 @@ class ShmContext final : public driver::Context {
     bool has_hello = false;
     Hello hello;
     Fd segment;
-    bool reported = false;  ///< by incoming()
+    bool reported = false;            ///< by incoming()
+    driver::Clock::time_point since;  ///< accepted at
   };
   bool read_hello(Pending& p) noexcept;
 

@@ -32,6 +32,12 @@ inline const config::IntKey keepalive_key{
     "TCP_KEEPALIVE_MS", 5000, 0, 3600000,
     "an idle connection that is polled sends a keep-alive packet this often (0: never)"};
 
+inline const config::IntKey park_key{
+    "TCP_PARK_MS", 60000, 1, 3600000,
+    "an accepted connection that no instance of ours takes (a peer we do not know, a gate "
+    "that failed, a hello that never comes) is closed after this long; the peer sees it "
+    "broken"};
+
 namespace {
 
 // epoll tags besides instance pointers (which are never this small).
@@ -66,6 +72,7 @@ Result<driver::Properties> TcpContext::properties(const driver::Hints& hints) {
   recv_buffer_ = static_cast<std::size_t>(recv_buffer_key.get());
   max_handshakes_ = static_cast<std::size_t>(handshakes_key.get());
   keepalive_ms_ = keepalive_key.get();
+  park_ms_ = park_key.get();
   on_demand_ = hints.on_demand;
   // On demand, a peer's connections wait parked until the core polls
   // incoming(): room for every peer's two tracks, not a fixed backlog.
@@ -241,6 +248,36 @@ void TcpContext::progress_accepts() noexcept {
   handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
                                    [this](Handshake& h) { return !read_hello(h); }),
                     handshakes_.end());
+  drop_stale();
+}
+
+void TcpContext::drop_stale() noexcept {
+  // Nobody here will take these: closing tells the peer at once, where
+  // keeping them would leave it waiting and hold a backlog place for ever.
+  const auto limit = driver::Clock::now() - std::chrono::milliseconds(park_ms_);
+  std::size_t dropped = 0;
+  for (std::size_t i = 0; i < handshakes_.size();) {
+    if (handshakes_[i].since >= limit) {
+      ++i;
+      continue;
+    }
+    unwatch(handshakes_[i].fd);
+    close_fd(handshakes_[i].fd);
+    handshakes_.erase(handshakes_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++dropped;
+  }
+  for (std::size_t i = 0; i < parked_.size();) {
+    if (parked_[i].since >= limit) {
+      ++i;
+      continue;
+    }
+    close_fd(parked_[i].fd);
+    parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++dropped;
+  }
+  if (dropped != 0)
+    PIER_LOG(info, "tcp", "closed {} connection(s) no instance took in {} ms (PIER_TCP_PARK_MS)",
+             dropped, park_ms_);
 }
 
 void TcpContext::accept_new() noexcept {
@@ -263,7 +300,7 @@ void TcpContext::accept_new() noexcept {
     ev.events = EPOLLIN;
     ev.data.u64 = tag_handshake;
     (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    handshakes_.push_back(Handshake{fd, 0, {}});
+    handshakes_.push_back(Handshake{fd, 0, {}, driver::Clock::now()});
   }
 }
 
@@ -311,7 +348,7 @@ bool TcpContext::read_hello(Handshake& h) noexcept {
       asked_.push_back(hello->connector_url);
     return false;
   }
-  hand_over(h.fd, hello->connector_url, hello->track);
+  hand_over(h.fd, hello->connector_url, hello->track, h.since);
   return false;
 }
 
@@ -332,12 +369,13 @@ Status TcpContext::incoming(std::vector<std::byte>& remote_url) {
   return Status::ok;
 }
 
-void TcpContext::hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept {
+void TcpContext::hand_over(int fd, const UrlBytes& url, driver::Track track,
+                           driver::Clock::time_point since) noexcept {
   if (TcpInstance* inst = find_acceptor(url, track)) {
     inst->adopt(fd);
     return;
   }
-  parked_.push_back(Parked{fd, url, track});
+  parked_.push_back(Parked{fd, url, track, false, since});
 }
 
 void TcpContext::wait_accepts(driver::Deadline deadline) noexcept {

@@ -56,19 +56,24 @@ class TcpContext final : public driver::Context {
     int fd;
     std::size_t got;
     std::array<std::byte, hello_frame_size> buf;
+    driver::Clock::time_point since;  ///< accepted at
   };
   struct Parked {  ///< hello read, waiting for the local connect_async()
     int fd;
     UrlBytes url;
     driver::Track track;
-    bool reported = false;  ///< by incoming()
+    bool reported = false;            ///< by incoming()
+    driver::Clock::time_point since;  ///< accepted at
   };
 
   void accept_new() noexcept;
   /// Reads what has arrived of one hello; false when the entry is finished
   /// (handed over, parked or dropped) and must leave the list.
   bool read_hello(Handshake& h) noexcept;
-  void hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept;
+  void hand_over(int fd, const UrlBytes& url, driver::Track track,
+                 driver::Clock::time_point since) noexcept;
+  /// Closes what waited longer than park_ms_ for its hello or its instance.
+  void drop_stale() noexcept;
   TcpInstance* find_acceptor(const UrlBytes& url, driver::Track track) noexcept;
   Status probe_once(driver::Instance** ready, bool block, driver::Deadline deadline) noexcept;
   void close_fds() noexcept;
@@ -83,6 +88,7 @@ class TcpContext final : public driver::Context {
   std::size_t recv_buffer_ = std::size_t{256} * 1024;
   std::size_t max_handshakes_ = 64;
   std::int64_t keepalive_ms_ = 0;
+  std::int64_t park_ms_ = 60000;
 
   // Connection set-up may run from several instances' threads at once; the
   // packet paths never take this lock.
