@@ -2,6 +2,8 @@
 // the one mapping from pier::Status to PTL_* return codes.
 #include <portals4.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -74,6 +76,8 @@ int to_ptl(Status s) noexcept {
   return PTL_FAIL;
 }
 
+constexpr std::size_t mirror_bytes = 4 * lib::ct_mirrors_per_ni * sizeof(lib::CtMirror);
+
 int build(State& s) {
   auto boot = boot::Bootstrap::open();
   if (!boot) return to_ptl(boot.status());
@@ -87,6 +91,7 @@ int build(State& s) {
   auto lib = lib::Lib::create(*s.core);
   if (!lib) return to_ptl(lib.status());
   s.lib = std::move(*lib);
+  s.lib->set_ct_mirrors(s.ct_mirrors.get());
   // Calls run the LIB in the caller's thread in both modes: handing each one
   // to a progress thread cost a thread switch per call, and on a machine
   // with as many cores as processes the thread competed with the
@@ -130,6 +135,20 @@ void tear_down(State* s) {
   delete s;
 }
 }  // namespace
+
+MirrorTable::MirrorTable() {
+  void* p = ::mmap(nullptr, mirror_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    PIER_LOG(warn, "capi", "no memory for CT mirrors: CT reads go through the LIB");
+    return;
+  }
+  table_ = static_cast<lib::CtMirror*>(p);  // zero pages: every mirror shows no CT
+}
+
+MirrorTable::~MirrorTable() {
+  if (table_) ::munmap(table_, mirror_bytes);
+}
 
 State* state() noexcept {
   return live.load(std::memory_order_acquire);

@@ -18,7 +18,24 @@
 
 namespace pier::capi {
 
+/// Anonymous memory for the CT mirrors (lib::CtMirror): pages stay
+/// untouched, so free, until a CT of their index is used.
+class MirrorTable {
+ public:
+  MirrorTable();
+  ~MirrorTable();
+  MirrorTable(const MirrorTable&) = delete;
+  MirrorTable& operator=(const MirrorTable&) = delete;
+  /// Null when the memory could not be mapped: every CT read then asks the LIB.
+  lib::CtMirror* get() const noexcept { return table_; }
+
+ private:
+  lib::CtMirror* table_ = nullptr;
+};
+
 struct State {
+  /// Before the LIB, which writes into it: destroyed after it.
+  MirrorTable ct_mirrors;
   std::unique_ptr<boot::Bootstrap> boot;
   std::unique_ptr<core::Core> core;
   std::unique_ptr<lib::Lib> lib;

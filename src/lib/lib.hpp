@@ -129,6 +129,28 @@ class Notifier {
   std::condition_variable cv_;
 };
 
+/// A counting event's value in API-side memory, written by the LIB on every
+/// change (seed 000's write into the application's space), so PtlCTGet and
+/// the CT waits read it without a forwarded call. One per (NI, CT index):
+/// `handle` names the CT shown (0: none), `seq` is odd while the LIB
+/// writes. Plain integers reached through atomic_ref, so the table can live
+/// in untouched anonymous memory until a CT of that index is used.
+struct CtMirror {
+  std::uint32_t handle;
+  std::uint32_t seq;
+  std::uint64_t success;
+  std::uint64_t failure;
+};
+/// Mirrors per NI: one per possible CT index.
+inline constexpr std::size_t ct_mirrors_per_ni = std::size_t{max_table_capacity} + 1;
+
+/// Writes `value` for `handle` (0 clears). Only the LIB writes, one thread
+/// at a time (the critical section).
+void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept;
+/// The value `m` shows for `handle`; false when it shows another CT (or
+/// none): the caller asks the LIB, which tells a stale handle.
+bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noexcept;
+
 /// The largest atomic (max_atomic_size, max_fetch_atomic_size).
 inline constexpr std::size_t max_atomic_bytes = 512;
 /// Bytes per message for atomics and small staged copies: an operand, the
@@ -157,6 +179,9 @@ class Lib final : public core::Client, public nal::Lib {
   void peer_failed(core::Rank peer) noexcept override;
 
   Notifier& notifier() noexcept { return notifier_; }
+  /// API-side memory for CT values: 4 x ct_mirrors_per_ni, zeroed, alive
+  /// until the LIB goes. Set before the first call, or never (no mirrors).
+  void set_ct_mirrors(CtMirror* table) noexcept { ct_mirrors_ = table; }
   /// Messages in flight (tests check that nothing leaks).
   std::size_t messages_live() const noexcept { return msgs_.outstanding(); }
 
@@ -303,6 +328,9 @@ class Lib final : public core::Client, public nal::Lib {
 
   core::Core& core_;
   Notifier notifier_;
+  CtMirror* ct_mirrors_ = nullptr;
+  /// Writes `ct`'s value (or, with `clear`, nothing) where the API reads it.
+  void mirror(const Ct& ct, bool clear = false) noexcept;
   std::array<Ni, 4> nis_{};
   std::array<std::uint32_t, 4> ni_gen_{1, 1, 1, 1};
   std::vector<ptl_process_t> map_;  ///< logical rank -> physical id

@@ -218,12 +218,46 @@ void Lib::count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept {
   ct_changed(ct);
 }
 
+void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept {
+  // A seqlock: readers retry while seq is odd or changed under them.
+  std::atomic_ref<std::uint32_t> seq(m.seq);
+  const std::uint32_t s = seq.load(std::memory_order_relaxed);
+  seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<std::uint32_t>(m.handle).store(handle, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(m.success).store(value.success, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(m.failure).store(value.failure, std::memory_order_relaxed);
+  seq.store(s + 2, std::memory_order_release);
+}
+
+bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noexcept {
+  auto& w = const_cast<CtMirror&>(m);  // atomic_ref needs a non-const object; loads only
+  std::atomic_ref<std::uint32_t> seq(w.seq);
+  // Caught mid-write, the caller asks the LIB instead of spinning here: the
+  // writer may be a thread preempted on this very core.
+  const std::uint32_t before = seq.load(std::memory_order_acquire);
+  if (before & 1u) return false;
+  const std::uint32_t shown =
+      std::atomic_ref<std::uint32_t>(w.handle).load(std::memory_order_relaxed);
+  value.success = std::atomic_ref<std::uint64_t>(w.success).load(std::memory_order_relaxed);
+  value.failure = std::atomic_ref<std::uint64_t>(w.failure).load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return seq.load(std::memory_order_relaxed) == before && shown == handle;
+}
+
+void Lib::mirror(const Ct& ct, bool clear) noexcept {
+  if (ct_mirrors_ == nullptr) return;
+  CtMirror& m = ct_mirrors_[ni_of(ct.handle) * ct_mirrors_per_ni + index_of(ct.handle)];
+  publish_ct(m, clear ? 0 : ct.handle, clear ? ptl_ct_event_t{0, 0} : ct.value);
+}
+
 int Lib::ct_alloc(const Call& c, Reply& r) noexcept {
   Ni* ni = find_ni(c.handle);
   if (!ni) return PTL_ARG_INVALID;
   Ct* ct = ni->cts->acquire();
   if (!ct) return PTL_NO_SPACE;
   ct->ni = ni;
+  mirror(*ct);
   r.handle = ct->handle;
   return PTL_OK;
 }
@@ -246,6 +280,7 @@ int Lib::ct_free(const Call& c, Reply&) noexcept {
   ni.entries->for_each([&](Entry& e) {
     if (e.ct == ct) e.ct = nullptr;
   });
+  mirror(*ct, true);
   ni.cts->release(ct);
   notifier_.bump();
   return PTL_OK;

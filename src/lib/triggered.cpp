@@ -22,6 +22,7 @@ int Lib::add_trigger(Ct* ct, ptl_size_t threshold, const Trig& t) noexcept {
 }
 
 void Lib::ct_changed(Ct* ct) noexcept {
+  mirror(*ct);  // before the bump: a waiter that sees the new epoch sees the value
   notifier_.bump();
   ptl_size_t sum = ct->value.success + ct->value.failure;
   for (Trig* t = ct->triggered.head; t;) {

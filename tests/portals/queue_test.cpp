@@ -112,6 +112,54 @@ TEST_F(Queues, R_C6_NewSetAndIncrement) {
   EXPECT_EQ(v.failure, 3u);
 }
 
+// CT values are read from API-side mirrors the LIB writes: a read must still
+// refuse every handle the LIB would, and a CT allocated again at the same
+// index must not show the old one's value.
+TEST_F(Queues, CountReadsRefuseStaleAndForeignHandles) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  ASSERT_EQ(PtlCTSet(ct, ptl_ct_event_t{7, 0}), PTL_OK);
+  ptl_ct_event_t v{};
+  ptl_size_t test = 1;
+  unsigned which = 0;
+  ASSERT_EQ(PtlCTGet(ct, &v), PTL_OK);
+  EXPECT_EQ(v.success, 7u);
+  ASSERT_EQ(PtlCTFree(ct), PTL_OK);
+  v = ptl_ct_event_t{42, 42};
+  EXPECT_EQ(PtlCTGet(ct, &v), PTL_ARG_INVALID);
+  EXPECT_EQ(v.success, 42u) << "an output written on failure";
+  EXPECT_EQ(PtlCTWait(ct, 1, &v), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlCTPoll(&ct, &test, 1, 0, &v, &which), PTL_ARG_INVALID);
+  // The slot again, under a new handle: fresh value, old handle still dead.
+  ptl_handle_ct_t again;
+  ASSERT_EQ(PtlCTAlloc(ni_, &again), PTL_OK);
+  EXPECT_NE(again, ct);
+  ASSERT_EQ(PtlCTGet(again, &v), PTL_OK);
+  EXPECT_EQ(v.success, 0u);
+  EXPECT_EQ(PtlCTGet(ct, &v), PTL_ARG_INVALID);
+  // A handle of another kind, or forged bits, never reads a counter.
+  ptl_handle_eq_t eq;
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &eq), PTL_OK);
+  EXPECT_EQ(PtlCTGet(eq, &v), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlCTGet(again ^ 0x00010000u, &v), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlCTGet(PTL_CT_NONE, &v), PTL_ARG_INVALID);
+  // Mixed NIs in one poll stay invalid, as in the LIB.
+  ptl_handle_ni_t other;
+  ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, PTL_NI_NO_MATCHING | PTL_NI_PHYSICAL, PTL_PID_ANY, nullptr,
+                      nullptr, &other),
+            PTL_OK);
+  ptl_handle_ct_t theirs;
+  ASSERT_EQ(PtlCTAlloc(other, &theirs), PTL_OK);
+  ASSERT_EQ(PtlCTSet(theirs, ptl_ct_event_t{5, 0}), PTL_OK);
+  const ptl_handle_ct_t mixed[2] = {again, theirs};
+  const ptl_size_t tests[2] = {1, 1};
+  EXPECT_EQ(PtlCTPoll(mixed, tests, 2, 0, &v, &which), PTL_ARG_INVALID);
+  // Finalizing an NI ends its counters at once.
+  PtlNIFini(other);
+  EXPECT_EQ(PtlCTGet(theirs, &v), PTL_ARG_INVALID);
+  EXPECT_EQ(PtlCTWait(theirs, 1, &v), PTL_ARG_INVALID);
+}
+
 TEST_F(Queues, R_C4_WaitEndsOnSuccessOrAnyFailure) {
   ptl_handle_ct_t ct;
   ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
