@@ -3,6 +3,7 @@
 // instance for it and learns of the peer through Context::incoming(), then
 // opens its own. Whichever of the two the urls make the connector, the side
 // that starts must succeed: an acceptor asks its peer to call back.
+#include <algorithm>
 #include <array>
 
 #include "base/config.hpp"
@@ -101,6 +102,51 @@ CONFORMANCE_TEST(IncomingToAPeerThatIsGoneFails) {
   }
   EXPECT_FALSE(is_success(st));
   EXPECT_NE(st, Status::ok) << to_string(st);
+}
+
+/// How often `to` reports `from` within `window` while `from` connects
+/// `track` and `to` opens nothing (as if each report were lost); then `to`
+/// connects back and a packet must cross (-1 when anything fails).
+int reports_while_ignored(Node& from, Node& to, Track track, std::chrono::milliseconds window) {
+  auto a = from.ctx->open_instance(track);
+  if (!a) return -1;
+  if (!is_success((*a)->connect_async(to.url))) return -1;
+  std::vector<std::byte> url;
+  int reports = 0;
+  (void)drive(
+      [&] {
+        (void)(*a)->connect_wait(Clock::now());
+        if (to.ctx->incoming(url) == Status::ok && url == from.url) ++reports;
+        return false;
+      },
+      deadline_after(window));
+  if (reports == 0) return 0;
+  auto b = to.ctx->open_instance(track);
+  if (!b || !is_success((*b)->connect_async(from.url))) return -1;
+  std::array<Instance*, 2> both{a->get(), b->get()};
+  if (finish_connect(both, default_deadline()) != Status::ok) return -1;
+  std::array<std::byte, 64> out{}, in{};
+  fill_pattern(out, 9);
+  std::size_t n = 0;
+  if (round_trip(**a, **b, from.props.caps, out, in, &n) != Status::ok) return -1;
+  return check_pattern(in, 9) == in.size() ? reports : -1;
+}
+
+CONFORMANCE_TEST(IncomingCallBackIsRepeatedUntilAnswered) {
+  Node x, y;
+  ASSERT_EQ(make_node(spec(), x, on_demand()), Status::ok);
+  ASSERT_EQ(make_node(spec(), y, on_demand()), Status::ok);
+  if (!x.props.caps.incoming) GTEST_SKIP() << spec() << " does not report incoming connections";
+  // The urls make one of the pair the acceptor; the direction that starts
+  // from it asks for call backs, every 100 ms while nobody answers (a busy
+  // peer may drop one), so a peer that ignored the first hears again. The
+  // other direction's parked connection is reported once.
+  const int one = reports_while_ignored(x, y, Track::small, 450ms);
+  const int two = reports_while_ignored(y, x, Track::large, 450ms);
+  ASSERT_GE(one, 1) << "not reported, or the late connection failed";
+  ASSERT_GE(two, 1) << "not reported, or the late connection failed";
+  EXPECT_EQ(std::min(one, two), 1) << "a parked connection is reported once";
+  EXPECT_GE(std::max(one, two), 2) << "an unanswered call back was not repeated";
 }
 
 /// `from` connects to `to`, which reports the connection (incoming()) but
