@@ -28,15 +28,13 @@
 #include <thread>
 #include <vector>
 
+#include "bare.hpp"
 #include "base/config.hpp"
-#include "driver/driver.hpp"
 
 namespace {
 
 using pier::Status;
-using pier::driver::Packet;
-using pier::driver::Track;
-using Clock = std::chrono::steady_clock;
+using Clock = pier::bench::Clock;
 
 constexpr long lat_iters = 20000;
 constexpr std::size_t bw_total = 256u << 20;
@@ -53,12 +51,7 @@ constexpr ptl_match_bits_t data_bits = 1, url_bits = 2, done_bits = 3;
 void ok(int rc, const char* what) {
   if (rc != PTL_OK) die(what, rc);
 }
-void check(Status s, const char* what) {
-  if (s != Status::ok && s != Status::in_progress) die(what, static_cast<int>(s));
-}
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using pier::bench::since;
 
 // ---- Portals ---------------------------------------------------------------------
 
@@ -228,147 +221,6 @@ double put_bandwidth(Portals& p, std::size_t size) {
   return static_cast<double>(count * size) / since(t0) / 1e6;  // MB/s
 }
 
-// ---- the bare driver (as bench/port_bench.cpp) -------------------------------------
-
-struct Bare {
-  std::unique_ptr<pier::driver::Context> ctx;
-  std::unique_ptr<pier::driver::Instance> small, large;
-  pier::driver::Caps caps;
-
-  void setup(const std::string& name, Portals& p) {
-    auto c = pier::driver::make_context(name);
-    if (!c) die("context", static_cast<int>(c.status()));
-    ctx = std::move(*c);
-    pier::driver::Hints hints;
-    hints.session_size = 2;
-    hints.rank = static_cast<std::uint32_t>(p.rank);
-    auto props = ctx->properties(hints);
-    if (!props) die("properties", static_cast<int>(props.status()));
-    caps = props->caps;
-    auto url = ctx->init();
-    if (!url) die("init", static_cast<int>(url.status()));
-    auto peer = p.exchange(*url);
-    small = std::move(*ctx->open_instance(Track::small));
-    large = std::move(*ctx->open_instance(Track::large));
-    check(small->connect_async(peer), "connect small");
-    check(large->connect_async(peer), "connect large");
-    auto deadline = Clock::now() + std::chrono::seconds(20);
-    for (auto* i : {small.get(), large.get()}) {
-      Status s;
-      while ((s = i->connect_wait(Clock::now())) == Status::in_progress || s == Status::timeout)
-        if (Clock::now() > deadline) die("connect timeout");
-      if (s != Status::ok && s != Status::unsupported) die("connect", static_cast<int>(s));
-    }
-  }
-  ~Bare() {
-    small.reset();
-    large.reset();
-    if (ctx) (void)ctx->close();
-  }
-  void send_small(const void* data, std::size_t n) {
-    Packet p;
-    Status s;
-    if (caps.send_buf) {
-      while ((s = small->send_buf_get(p)) == Status::no_resource) {
-      }
-      check(s, "send_buf_get");
-      std::memcpy(p.buf, data, n);
-      s = small->send_buf_post(p, n);
-    } else {
-      ::iovec v{const_cast<void*>(data), n};
-      p.set_iovec(&v, 1);
-      while ((s = small->send_post(p)) == Status::no_resource) {
-      }
-    }
-    while (s == Status::in_progress) s = small->send_poll(p);
-    check(s, "send small");
-  }
-  void recv_small(void* out, std::size_t cap) {
-    Packet p;
-    Status s;
-    if (caps.recv_buf) {
-      while ((s = small->recv_poll(p)) == Status::in_progress) {
-      }
-      check(s, "recv_poll");
-      std::memcpy(out, p.buf, std::min(cap, p.buf_len));
-      (void)small->recv_buf_release(p);
-      return;
-    }
-    ::iovec v{out, cap};
-    p.set_iovec(&v, 1);
-    check(small->recv_post(p), "recv_post");
-    while ((s = small->recv_poll(p)) == Status::in_progress) {
-    }
-    check(s, "recv small");
-  }
-};
-
-double bare_latency(Bare& b, int rank) {
-  char msg[8] = {};
-  auto t0 = Clock::now();
-  for (long i = 0; i < lat_iters; ++i) {
-    if (rank == 0) {
-      b.send_small(msg, 8);
-      b.recv_small(msg, 8);
-    } else {
-      b.recv_small(msg, 8);
-      b.send_small(msg, 8);
-    }
-  }
-  return since(t0) / lat_iters / 2 * 1e6;
-}
-
-double bare_bandwidth(Bare& b, int rank, std::vector<unsigned char>& buf, std::size_t size) {
-  const std::size_t count = bw_total / size;
-  auto t0 = Clock::now();
-  for (std::size_t k = 0; k < count; ++k) {
-    ::iovec v{buf.data(), size};
-    if (rank == 1) {
-      Packet r;
-      r.set_iovec(&v, 1);
-      check(b.large->recv_post(r), "recv_post");
-      if (b.caps.needs_rdv) {
-        std::byte rdv[1 + Packet::rdv_capacity];
-        rdv[0] = static_cast<std::byte>(r.rdv_len);
-        std::memcpy(rdv + 1, r.rdv_data.data(), r.rdv_len);
-        b.send_small(rdv, 1 + r.rdv_len);
-      }
-      Status s;
-      while ((s = b.large->recv_poll(r)) == Status::in_progress) {
-      }
-      check(s, "large recv_poll");
-    } else {
-      Packet d;
-      d.set_iovec(&v, 1);
-      if (b.caps.needs_rdv) {
-        std::byte rdv[1 + Packet::rdv_capacity];
-        b.recv_small(rdv, sizeof rdv);
-        d.rdv_len = static_cast<std::uint8_t>(rdv[0]);
-        std::memcpy(d.rdv_data.data(), rdv + 1, d.rdv_len);
-      }
-      Status s;
-      while ((s = b.large->send_post(d)) == Status::no_resource) {
-      }
-      while (s == Status::in_progress) s = b.large->send_poll(d);
-      check(s, "large send");
-    }
-  }
-  char ack[8] = {};
-  if (rank == 1)
-    b.send_small(ack, 8);
-  else
-    b.recv_small(ack, 8);
-  return static_cast<double>(count * size) / since(t0) / 1e6;
-}
-
-struct Series {
-  std::vector<double> v;
-  double median() {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -386,12 +238,13 @@ int main(int argc, char** argv) {
   if (pier::config::set("CORE_DRIVERS", driver) != Status::ok) die("config");
   Portals p;
   p.setup();
-  Bare bare;
-  bare.setup(driver, p);
+  pier::bench::Bare bare;
+  bare.setup(driver, p.rank, [&](const std::vector<std::byte>& url) { return p.exchange(url); });
   // bare one-way, put one-way, bare round trip (for ack and get), put+ack, get
+  using pier::bench::Series;
   Series bare_lat, put_lat, ack_rt, get_rt, bare_bw[3], put_bw[3];
   for (int r = 0; r < reps; ++r) {
-    bare_lat.v.push_back(bare_latency(bare, p.rank));
+    bare_lat.v.push_back(pier::bench::bare_latency(bare, p.rank, lat_iters));
     put_lat.v.push_back(put_latency(p));
     if (latency_only) continue;
     ack_rt.v.push_back(round_trip(p, [&] {
@@ -403,7 +256,8 @@ int main(int argc, char** argv) {
       p.wait(p.ct_reply, p.reply_seen, 1);
     }));
     for (std::size_t k = 0; k < 3; ++k) {
-      bare_bw[k].v.push_back(bare_bandwidth(bare, p.rank, p.in, bw_sizes[k]));
+      bare_bw[k].v.push_back(pier::bench::bare_bandwidth(
+          bare, p.rank, std::as_writable_bytes(std::span(p.in)).first(bw_sizes[k]), bw_total));
       put_bw[k].v.push_back(put_bandwidth(p, bw_sizes[k]));
     }
   }
