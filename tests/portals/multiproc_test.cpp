@@ -7,6 +7,7 @@
 // incast: the other ranks burst puts at rank 0 beyond its message pool;
 // every one lands.
 #include <gtest/gtest.h>
+#include <ostream>
 
 #include "run_command.hpp"
 
@@ -20,6 +21,11 @@ struct Cell {
   const char* mode = "basic";  ///< portals_job's second argument
   const char* env = nullptr;   ///< one more NAME=value for every rank
 };
+
+/// Shown by ctest and gtest instead of the cell's raw bytes.
+void PrintTo(const Cell& c, std::ostream* os) {
+  *os << c.drivers << ' ' << c.addressing << ' ' << c.mode << " on " << c.ranks << " ranks";
+}
 
 class PortalsJob : public ::testing::TestWithParam<Cell> {};
 

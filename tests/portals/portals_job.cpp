@@ -53,6 +53,26 @@ struct Job {
     return p;
   }
 
+  /// An entry over [start, start + length) that any process may reach,
+  /// counting on `ct` (or PTL_CT_NONE), matching `bits` exactly.
+  ptl_me_t entry(void* start, ptl_size_t length, ptl_handle_ct_t ct, unsigned options,
+                 ptl_match_bits_t bits = 0) const {
+    ptl_me_t me{};
+    me.start = start;
+    me.length = length;
+    me.ct_handle = ct;
+    me.uid = PTL_UID_ANY;
+    me.options = options;
+    if (logical) {
+      me.match_id.rank = PTL_RANK_ANY;
+    } else {
+      me.match_id.phys.nid = PTL_NID_ANY;
+      me.match_id.phys.pid = PTL_PID_ANY;
+    }
+    me.match_bits = bits;
+    return me;
+  }
+
   /// Waits for the next event of `kind`; returns its ni_fail_type or -1.
   int await(ptl_event_kind_t kind) {
     for (int i = 0; i < 16; ++i) {
@@ -68,30 +88,15 @@ struct Job {
 int run_target(Job& j, int rank) {
   static unsigned char buffer[64 * slot];
   static std::uint64_t counters[2];  // [0] sum of fetch-adds, [1] ranks done
-  ptl_me_t me{};
-  me.start = buffer;
-  me.length = sizeof buffer;
-  me.ct_handle = PTL_CT_NONE;
-  me.uid = PTL_UID_ANY;
-  me.options = PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_COMM_DISABLE;
-  if (j.logical) {
-    me.match_id.rank = PTL_RANK_ANY;
-  } else {
-    me.match_id.phys.nid = PTL_NID_ANY;
-    me.match_id.phys.pid = PTL_PID_ANY;
-  }
+  const unsigned options = PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_COMM_DISABLE;
   // The counters' entry first: initiators retry their first put until the
   // data entry takes it, and only then send the atomics, which are not
   // retried. In the other order an atomic could slip in between the two
   // appends (a target preempted there on a loaded machine) and be dropped.
   ptl_handle_me_t h1, h2;
-  me.start = counters;
-  me.length = sizeof counters;
-  me.match_bits = counter_bits;
+  ptl_me_t me = j.entry(counters, sizeof counters, PTL_CT_NONE, options, counter_bits);
   TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h2));
-  me.start = buffer;
-  me.length = sizeof buffer;
-  me.match_bits = data_bits;
+  me = j.entry(buffer, sizeof buffer, PTL_CT_NONE, options, data_bits);
   TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h1));
   // No pier call from here until everyone is done.
   auto deadline = std::chrono::steady_clock::now() + limit;
@@ -161,16 +166,8 @@ int run_pingpong(Job& j, int rank, std::size_t bytes) {
   bytes = std::min(bytes, sizeof in);
   ptl_handle_ct_t ct;
   TRY(PtlCTAlloc(j.ni, &ct));
-  ptl_me_t me{};
-  me.start = in;
-  me.length = sizeof in;
-  me.ct_handle = ct;
-  me.uid = PTL_UID_ANY;
-  me.options = PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE;
-  if (j.logical)
-    me.match_id.rank = PTL_RANK_ANY;
-  else
-    me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+  ptl_me_t me =
+      j.entry(in, sizeof in, ct, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE);
   ptl_handle_me_t h;
   TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
   ptl_md_t d{out, bytes, PTL_MD_EVENT_SEND_DISABLE, PTL_EQ_NONE, PTL_CT_NONE};
@@ -245,17 +242,9 @@ int run_unexpected(Job& j, int rank) {
   TRY(PtlPTAlloc(j.ni, 0, teq, pt_index + 1, &pt));
   ptl_handle_ct_t ct;
   TRY(PtlCTAlloc(j.ni, &ct));
-  ptl_me_t me{};
-  me.start = over;
-  me.length = sizeof over;
-  me.ct_handle = ct;
-  me.uid = PTL_UID_ANY;
-  me.options =
-      PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE;
-  if (j.logical)
-    me.match_id.rank = PTL_RANK_ANY;
-  else
-    me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+  ptl_me_t me = j.entry(
+      over, sizeof over, ct,
+      PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE);
   me.ignore_bits = ~ptl_match_bits_t{0};
   ptl_handle_me_t h;
   // The initiators target pt_index: move this overflow entry there only now,
@@ -304,16 +293,7 @@ int run_deadlink(Job& j, int rank) {
   if (rank == 0) {
     ptl_handle_ct_t ct;
     TRY(PtlCTAlloc(j.ni, &ct));
-    ptl_me_t me{};
-    me.start = buffer;
-    me.length = sizeof buffer;
-    me.ct_handle = ct;
-    me.uid = PTL_UID_ANY;
-    me.options = PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM;
-    if (j.logical)
-      me.match_id.rank = PTL_RANK_ANY;
-    else
-      me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+    ptl_me_t me = j.entry(buffer, sizeof buffer, ct, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM);
     ptl_handle_me_t h;
     TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
     ptl_ct_event_t v{};
@@ -354,16 +334,8 @@ int run_peerdeath(Job& j, int rank) {
   if (rank == 0) {
     ptl_handle_ct_t ct;
     TRY(PtlCTAlloc(j.ni, &ct));
-    ptl_me_t me{};
-    me.start = buffer;
-    me.length = sizeof buffer;
-    me.ct_handle = ct;
-    me.uid = PTL_UID_ANY;
-    me.options = PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_CT_COMM;
-    if (j.logical)
-      me.match_id.rank = PTL_RANK_ANY;
-    else
-      me.match_id.phys.nid = PTL_NID_ANY, me.match_id.phys.pid = PTL_PID_ANY;
+    ptl_me_t me =
+        j.entry(buffer, sizeof buffer, ct, PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_EVENT_CT_COMM);
     ptl_handle_me_t h;
     TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
     ptl_ct_event_t v{};
@@ -441,22 +413,10 @@ int run_iovec(Job& j, int rank) {
     }
     unsigned char& at(std::size_t k) { return bytes[k / bytes[0].size()][k % bytes[0].size()]; }
   };
-  ptl_process_t any{};
-  if (j.logical)
-    any.rank = PTL_RANK_ANY;
-  else
-    any.phys.nid = PTL_NID_ANY, any.phys.pid = PTL_PID_ANY;
   auto entry = [&](void* start, ptl_size_t length, unsigned options, ptl_match_bits_t bits,
                    ptl_handle_ct_t ct) {
-    ptl_me_t me{};
-    me.start = start;
-    me.length = length;
-    me.ct_handle = ct;
-    me.uid = PTL_UID_ANY;
-    me.options = options | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_LINK_DISABLE;
-    me.match_id = any;
-    me.match_bits = bits;
-    return me;
+    return j.entry(start, length, ct,
+                   options | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_LINK_DISABLE, bits);
   };
   if (rank == 0) {
     static Three dst[5];
@@ -544,19 +504,9 @@ int run_incast(Job& j, int rank) {
   if (rank == 0) {
     ptl_handle_ct_t landed;
     TRY(PtlCTAlloc(j.ni, &landed));
-    ptl_me_t me{};
-    me.start = sink;
-    me.length = sizeof sink;
-    me.ct_handle = landed;
-    me.uid = PTL_UID_ANY;
-    me.options = PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM;
-    if (j.logical) {
-      me.match_id.rank = PTL_RANK_ANY;
-    } else {
-      me.match_id.phys.nid = PTL_NID_ANY;
-      me.match_id.phys.pid = PTL_PID_ANY;
-    }
-    me.match_bits = incast_bits;
+    ptl_me_t me =
+        j.entry(sink, sizeof sink, landed,
+                PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM, incast_bits);
     ptl_handle_me_t h;
     TRY(PtlMEAppend(j.ni, pt_index, &me, PTL_PRIORITY_LIST, nullptr, &h));
     // Each initiator's first (acked, retried) put, then its burst.

@@ -22,6 +22,36 @@ class Stress : public Portals {
     (void)next_event(teq_);
     return bind(source_, sizeof source_, PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE);
   }
+  /// Issues `n` operations, `issue(i)` the i-th: PTL_OK, or PTL_NO_SPACE
+  /// while the LIB has no message state free, when the LIB is progressed
+  /// (PtlCTGet of `progress_ct`) and the same one tried again. Adds to
+  /// `refused` each refusal; fails the test after 30 s.
+  template <class Issue>
+  void issue_all(ptl_size_t n, ptl_handle_ct_t progress_ct, Issue issue,
+                 ptl_size_t* refused = nullptr) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (ptl_size_t i = 0; i < n;) {
+      const int rc = issue(i);
+      if (rc == PTL_OK) {
+        ++i;
+        continue;
+      }
+      ASSERT_EQ(rc, PTL_NO_SPACE);
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << i << " issued";
+      if (refused) ++*refused;
+      ptl_ct_event_t v{};
+      ASSERT_EQ(PtlCTGet(progress_ct, &v), PTL_OK);  // progresses the LIB
+    }
+  }
+  /// `ct` counts `n` successes and no failure, and the NI dropped nothing.
+  void expect_all_counted(ptl_handle_ct_t ct, ptl_size_t n) {
+    ptl_ct_event_t v = ct_wait(ct, n);
+    EXPECT_EQ(v.success, n);
+    EXPECT_EQ(v.failure, 0u);
+    ptl_sr_value_t dropped = -1;
+    ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped), PTL_OK);
+    EXPECT_EQ(dropped, 0);
+  }
   char sink_[8] = {}, source_[8] = {};
 };
 
@@ -140,26 +170,14 @@ TEST_P(Stress, BurstOfPutsToOneselfLosesNothing) {
   ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
   ptl_handle_md_t md = counted_sink(landed);
   constexpr ptl_size_t puts = 4096;  // four times PIER_LIB_MESSAGES
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   ptl_size_t refused = 0;
-  for (ptl_size_t i = 0; i < puts;) {
-    int rc = PtlPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
-    if (rc == PTL_OK) {
-      ++i;
-      continue;
-    }
-    ASSERT_EQ(rc, PTL_NO_SPACE);
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-    ++refused;
-    ptl_ct_event_t v{};
-    ASSERT_EQ(PtlCTGet(landed, &v), PTL_OK);  // progresses the LIB
-  }
-  ptl_ct_event_t v = ct_wait(landed, puts);
-  EXPECT_EQ(v.success, puts);
-  EXPECT_EQ(v.failure, 0u);
-  ptl_sr_value_t dropped = -1;
-  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped), PTL_OK);
-  EXPECT_EQ(dropped, 0);
+  issue_all(
+      puts, landed,
+      [&](ptl_size_t) {
+        return PtlPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
+      },
+      &refused);
+  expect_all_counted(landed, puts);
   RecordProperty("refused_with_no_space", static_cast<int>(refused));
 }
 
@@ -206,25 +224,11 @@ TEST_P(SmallPool, ArrivalsBeyondThePoolWaitForAState) {
   ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
   ptl_handle_md_t md = counted_sink(landed);
   constexpr ptl_size_t puts = 2000;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (ptl_size_t i = 0; i < puts;) {
+  issue_all(puts, landed, [&](ptl_size_t i) {
     std::memcpy(source_, &i, sizeof i);
-    int rc = PtlPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
-    if (rc == PTL_OK) {
-      ++i;
-      continue;
-    }
-    ASSERT_EQ(rc, PTL_NO_SPACE);
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-    ptl_ct_event_t v{};
-    ASSERT_EQ(PtlCTGet(landed, &v), PTL_OK);  // progresses the LIB
-  }
-  ptl_ct_event_t v = ct_wait(landed, puts);
-  EXPECT_EQ(v.success, puts);
-  EXPECT_EQ(v.failure, 0u);
-  ptl_sr_value_t dropped = -1;
-  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped), PTL_OK);
-  EXPECT_EQ(dropped, 0);
+    return PtlPut(md, 0, sizeof source_, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0);
+  });
+  expect_all_counted(landed, puts);
   ptl_size_t last = 0;
   std::memcpy(&last, sink_, sizeof last);
   EXPECT_EQ(last, puts - 1);
@@ -243,24 +247,9 @@ TEST_P(Stress, GetsToOneselfBeyondThePoolAllComplete) {
       source_, sizeof source_,
       PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE | PTL_MD_EVENT_CT_REPLY, replies);
   constexpr ptl_size_t gets = 4096;  // four times PIER_LIB_MESSAGES
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (ptl_size_t i = 0; i < gets;) {
-    int rc = PtlGet(md, 0, sizeof source_, self_, pt_, 0, 0, nullptr);
-    if (rc == PTL_OK) {
-      ++i;
-      continue;
-    }
-    ASSERT_EQ(rc, PTL_NO_SPACE);
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << i << " gets issued";
-    ptl_ct_event_t v{};
-    ASSERT_EQ(PtlCTGet(replies, &v), PTL_OK);  // progresses the LIB
-  }
-  ptl_ct_event_t v = ct_wait(replies, gets);
-  EXPECT_EQ(v.success, gets);
-  EXPECT_EQ(v.failure, 0u);
-  ptl_sr_value_t dropped = -1;
-  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &dropped), PTL_OK);
-  EXPECT_EQ(dropped, 0);
+  issue_all(gets, replies,
+            [&](ptl_size_t) { return PtlGet(md, 0, sizeof source_, self_, pt_, 0, 0, nullptr); });
+  expect_all_counted(replies, gets);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cells, Stress, ::testing::Bool(), cell_name);
