@@ -215,15 +215,19 @@ Status SelfContext::wait_any(pier::driver::Instance** ready, pier::driver::Deadl
         w.cancel_pending = false;
         return Status::canceled;
       }
-      seen = w.seq;
+      seen = w.seq.load(std::memory_order_seq_cst);
     }
     // Read seq before probing: a packet that lands after the probe bumps seq
     // and ends the wait below, so no wake-up is lost.
     const Status s = probe_any(ready);
     if (s != Status::in_progress) return s;
     std::unique_lock lock(w.mu);
-    if (!w.cv.wait_until(lock, deadline, [&] { return w.seq != seen || w.cancel_pending; }))
-      return Status::timeout;
+    w.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const bool woken = w.cv.wait_until(lock, deadline, [&] {
+      return w.seq.load(std::memory_order_seq_cst) != seen || w.cancel_pending;
+    });
+    w.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (!woken) return Status::timeout;
   }
 }
 

@@ -28,10 +28,13 @@ Status final_status(const Packet& pkt) noexcept {
 }
 
 void AnyWaiter::notify() noexcept {
-  {
-    std::lock_guard lock(mu);
-    ++seq;
-  }
+  // Dekker with wait_any(): it raises sleepers, then reads seq; we bump seq,
+  // then read sleepers (both sequentially consistent), so one of the two
+  // sees the other and no wake-up is lost.
+  seq.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) == 0) return;
+  // Through the lock: a waiter between its check and its sleep holds it.
+  { std::lock_guard lock(mu); }
   cv.notify_all();
 }
 

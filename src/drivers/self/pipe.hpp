@@ -11,6 +11,7 @@
 
 #include <pier/driver.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -48,8 +49,12 @@ enum class End : std::uint8_t { open, disconnected, dead };
 struct AnyWaiter {
   std::mutex mu;
   std::condition_variable cv;
-  std::uint64_t seq = 0;
-  bool cancel_pending = false;
+  /// Bumped by every packet; a waiter sleeps only while it is unchanged.
+  std::atomic<std::uint64_t> seq{0};
+  /// Threads inside wait_any's sleep: a sender takes the lock and wakes
+  /// only when there is one, so a send costs no lock and no futex call.
+  std::atomic<int> sleepers{0};
+  bool cancel_pending = false;  ///< guarded by mu
   void notify() noexcept;
 };
 
