@@ -415,8 +415,10 @@ void Lib::destroy_ni(Ni& ni) noexcept {
   // credits back.
   if (parked_count_ > 0) parked_retry_due_ = true;
   ni.handle = 0;
-  // Its CTs are gone for the API at once, even while messages finish.
+  // Its CTs are gone for the API at once, even while messages finish; a
+  // thread waiting on one looks again now and gets PTL_ARG_INVALID.
   if (ni.cts) ni.cts->for_each([&](Ct& ct) { mirror(ct, true); });
+  notifier_.bump();
   if (ni.inflight > 0) {
     // Messages still point at this NI's objects; the last one to finish
     // (release_msg) comes back here.

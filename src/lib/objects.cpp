@@ -247,6 +247,9 @@ bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noe
 
 void Lib::mirror(const Ct& ct, bool clear) noexcept {
   if (ct_mirrors_ == nullptr) return;
+  // A finalized NI's CTs are gone for the API, even while its last messages
+  // still count on them.
+  if (ct.ni == nullptr || ct.ni->refs == 0) clear = true;
   CtMirror& m = ct_mirrors_[ni_of(ct.handle) * ct_mirrors_per_ni + index_of(ct.handle)];
   publish_ct(m, clear ? 0 : ct.handle, clear ? ptl_ct_event_t{0, 0} : ct.value);
 }

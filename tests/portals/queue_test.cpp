@@ -160,6 +160,30 @@ TEST_F(Queues, CountReadsRefuseStaleAndForeignHandles) {
   EXPECT_EQ(PtlCTWait(theirs, 1, &v), PTL_ARG_INVALID);
 }
 
+// An NI finalized with messages in flight lingers until they end; its CTs
+// are invalid at once all the same, even when those messages still count
+// on them (here the acked put's send, then its ack).
+TEST_F(Queues, CountsOfAFinalizedNIStayInvalidWhileItsMessagesEnd) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  char src[8] = {};
+  ptl_md_t d{src, sizeof src, PTL_MD_EVENT_CT_SEND | PTL_MD_EVENT_CT_ACK, PTL_EQ_NONE, ct};
+  ptl_handle_md_t md;
+  ASSERT_EQ(PtlMDBind(ni_, &d, &md), PTL_OK);
+  ptl_process_t self{};
+  ASSERT_EQ(PtlGetPhysId(ni_, &self), PTL_OK);
+  ASSERT_EQ(PtlPut(md, 0, sizeof src, PTL_CT_ACK_REQ, self, 0, 0, 0, nullptr, 0), PTL_OK);
+  ASSERT_EQ(PtlNIFini(ni_), PTL_OK);
+  ni_ = PTL_INVALID_HANDLE;
+  ptl_ct_event_t v{};
+  ptl_size_t one = 1;
+  unsigned which = 0;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(PtlCTGet(ct, &v), PTL_ARG_INVALID) << "pass " << i;
+    ASSERT_EQ(PtlCTPoll(&ct, &one, 1, 0, &v, &which), PTL_ARG_INVALID) << "pass " << i;
+  }
+}
+
 TEST_F(Queues, R_C4_WaitEndsOnSuccessOrAnyFailure) {
   ptl_handle_ct_t ct;
   ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);

@@ -241,7 +241,9 @@ void ShmContext::progress_accept() noexcept {
   const auto now = driver::Clock::now();
   for (std::size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
-    bool keep = p.has_hello || read_hello(p);
+    const bool had_hello = p.has_hello;
+    bool keep = had_hello || read_hello(p);
+    if (!had_hello && p.has_hello) p.since = now;  // parked from now on
     if (keep && p.has_hello && p.hello.call_back) {
       // The peer waits to accept our connection: reported by incoming()
       // unless an instance of ours already connects to it.
@@ -263,7 +265,11 @@ void ShmContext::progress_accept() noexcept {
         keep = false;
       }
     }
-    if (keep && now - p.since > std::chrono::nanoseconds(settings_.park_ns)) {
+    // The clock runs from the accept while no hello came, from the hello
+    // while it waits for an instance and, on demand, only once incoming()
+    // reported it: the core must have had its chance to take it.
+    const bool waits_for_report = p.has_hello && settings_.on_demand && !p.reported;
+    if (keep && !waits_for_report && now - p.since > std::chrono::nanoseconds(settings_.park_ns)) {
       // Nobody here will take it: closing tells the peer at once, where
       // keeping it would leave the peer waiting and the entry here forever.
       PIER_LOG(info, "shm", "closing a connection no instance took in {} ms (PIER_SHM_PARK_MS)",
@@ -377,6 +383,7 @@ Status ShmContext::incoming(std::vector<std::byte>& remote_url) {
   for (Pending& p : pending_) {
     if (!p.has_hello || p.reported) continue;
     p.reported = true;
+    p.since = driver::Clock::now();
     remote_url.assign(p.hello.url.begin(), p.hello.url.end());
     return Status::ok;
   }

@@ -84,7 +84,7 @@ class ShmContext final : public driver::Context {
     Hello hello;
     Fd segment;
     bool reported = false;            ///< by incoming()
-    driver::Clock::time_point since;  ///< accepted at
+    driver::Clock::time_point since;  ///< accepted at, then hello read at, then reported at
   };
   bool read_hello(Pending& p) noexcept;
 

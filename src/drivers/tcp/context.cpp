@@ -267,7 +267,9 @@ void TcpContext::drop_stale() noexcept {
     ++dropped;
   }
   for (std::size_t i = 0; i < parked_.size();) {
-    if (parked_[i].since >= limit) {
+    // On demand the clock runs only once incoming() reported the
+    // connection: the core must have had its chance to take it.
+    if (parked_[i].since >= limit || (on_demand_ && !parked_[i].reported)) {
       ++i;
       continue;
     }
@@ -348,7 +350,7 @@ bool TcpContext::read_hello(Handshake& h) noexcept {
       asked_.push_back(hello->connector_url);
     return false;
   }
-  hand_over(h.fd, hello->connector_url, hello->track, h.since);
+  hand_over(h.fd, hello->connector_url, hello->track, driver::Clock::now());
   return false;
 }
 
@@ -360,6 +362,7 @@ Status TcpContext::incoming(std::vector<std::byte>& remote_url) {
   for (Parked& p : parked_) {
     if (p.reported) continue;
     p.reported = true;
+    p.since = driver::Clock::now();
     remote_url.assign(p.url.begin(), p.url.end());
     return Status::ok;
   }

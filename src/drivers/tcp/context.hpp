@@ -63,7 +63,7 @@ class TcpContext final : public driver::Context {
     UrlBytes url;
     driver::Track track;
     bool reported = false;            ///< by incoming()
-    driver::Clock::time_point since;  ///< accepted at
+    driver::Clock::time_point since;  ///< parked at, or reported at (on demand)
   };
 
   void accept_new() noexcept;
