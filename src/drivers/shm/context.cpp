@@ -182,8 +182,8 @@ Result<std::unique_ptr<driver::Instance>> ShmContext::open_instance(driver::Trac
   auto inst = std::make_unique<ShmInstance>(*this, track);
   std::lock_guard lock(mutex_);
   instances_.push_back(inst.get());
-  // Sized here so wait_any() allocates nothing.
-  pollfds_.reserve(instances_.size() + 1);
+  // Sized here so wait_any() allocates nothing. Not pollfds_: a wait_any()
+  // on another thread sleeps in ppoll() on it, outside the lock.
   watched_.reserve(instances_.size());
   return std::unique_ptr<driver::Instance>(std::move(inst));
 }
@@ -346,6 +346,9 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
       std::lock_guard lock(mutex_);
       watched_.clear();
       pollfds_.clear();
+      // Only this thread touches pollfds_ (ppoll reads it unlocked below); it
+      // grows here, and only when instances were added since the last wait.
+      pollfds_.reserve(instances_.size() + 1);
       pollfds_.push_back({cancel_.get(), POLLIN, 0});
       for (ShmInstance* inst : instances_) {
         if (inst->track() != driver::Track::small || !inst->watch()) continue;

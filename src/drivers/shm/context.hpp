@@ -104,7 +104,7 @@ class ShmContext final : public driver::Context {
   std::vector<Pending> pending_;
   /// Peers that asked to be connected (a call-back hello), for incoming().
   std::vector<std::array<std::byte, Url::size>> asked_;
-  std::vector<::pollfd> pollfds_;
+  std::vector<::pollfd> pollfds_;      ///< wait_any()'s own: it sleeps on it unlocked
   std::vector<ShmInstance*> watched_;  ///< instances wait_any() raised a flag on
   std::size_t next_any_ = 0;           ///< round-robin start of probe_any()
   std::string unavailable_;
