@@ -23,6 +23,10 @@
 // Threads: any function may be called from any thread, but never concurrently
 // for one packet or one instance; Context functions are serialised by the
 // caller except cancel_any(), which may run while wait_any() blocks.
+// probe_any() and wait_any() may progress the receives of every instance of
+// their context: while one runs, another thread may open and destroy
+// instances of that context (every driver copes) but make no other call on
+// them (shm allows any: its receive-any only reads).
 #pragma once
 
 #include <pier/result.hpp>

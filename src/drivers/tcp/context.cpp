@@ -455,8 +455,14 @@ Status TcpContext::probe_once(driver::Instance** ready, bool block,
     } else if (tag == tag_listen || tag == tag_handshake) {
       accepts = true;
     } else if (found == nullptr) {
+      // The event was fetched without the lock: its instance may have been
+      // destroyed since (on another thread), so it is used only if still
+      // listed. One new at the same address gets a harmless extra look.
       auto* inst = static_cast<TcpInstance*>(events[i].data.ptr);
-      if (inst->ready(true)) found = inst;
+      std::lock_guard lock(mutex_);
+      if (std::find(instances_.begin(), instances_.end(), inst) != instances_.end() &&
+          inst->ready(true))
+        found = inst;
     }
   }
   if (accepts) progress_accepts();

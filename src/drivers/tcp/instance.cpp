@@ -43,10 +43,11 @@ TcpInstance::TcpInstance(TcpContext& ctx, driver::Track track)
 
 TcpInstance::~TcpInstance() {
   // Packets still queued are not touched: nobody can poll them any more, and
-  // their owner may already have let them go.
+  // their owner may already have let them go. Detached first: from then on
+  // no other thread hands this instance a connection or reports it ready.
+  ctx_.detach(this);
   release_fd();
   close_call_back();
-  ctx_.detach(this);
 }
 
 Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
