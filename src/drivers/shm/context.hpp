@@ -74,6 +74,13 @@ class ShmContext final : public driver::Context {
   bool light_publisher() const noexcept { return light_; }
   /// Records why a pair runs without single copy, for degraded_reason().
   void note_degraded(std::string why) noexcept;
+  /// Closes an instance's control socket under the lock receive-any reads
+  /// it under, so a wait_any() on another thread never reads a closed (or
+  /// reused) descriptor.
+  void close_socket(Fd& sock) noexcept {
+    std::lock_guard lock(mutex_);
+    sock.reset();
+  }
 
  private:
   enum class Phase : std::uint8_t { fresh, described, ready, closed };

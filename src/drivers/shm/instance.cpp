@@ -263,7 +263,7 @@ Status ShmInstance::disconnect() {
   // Closing our end is what the peer sees as EOF: it drains its ring and
   // then reports broken. A peer asleep on a futex looks at its socket as
   // soon as it wakes.
-  sock_.reset();
+  ctx_->close_socket(sock_);
   if (tx_.attached()) wake(tx_.futex_word(ctl_reader_sleepers), sleeper_futex);
   if (rx_.attached()) wake(rx_.futex_word(ctl_writer_sleepers), sleeper_futex);
   return Status::ok;
