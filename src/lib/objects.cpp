@@ -219,14 +219,15 @@ void Lib::count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept {
 }
 
 void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept {
-  // A seqlock: readers retry while seq is odd or changed under them.
+  // A seqlock without fences (ThreadSanitizer has none): the odd sequence
+  // is stored before the fields, whose release stores keep it first; a
+  // reader that sees any new field therefore sees the sequence moved on.
   std::atomic_ref<std::uint32_t> seq(m.seq);
   const std::uint32_t s = seq.load(std::memory_order_relaxed);
   seq.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  std::atomic_ref<std::uint32_t>(m.handle).store(handle, std::memory_order_relaxed);
-  std::atomic_ref<std::uint64_t>(m.success).store(value.success, std::memory_order_relaxed);
-  std::atomic_ref<std::uint64_t>(m.failure).store(value.failure, std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(m.handle).store(handle, std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(m.success).store(value.success, std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(m.failure).store(value.failure, std::memory_order_release);
   seq.store(s + 2, std::memory_order_release);
 }
 
@@ -234,14 +235,14 @@ bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noe
   auto& w = const_cast<CtMirror&>(m);  // atomic_ref needs a non-const object; loads only
   std::atomic_ref<std::uint32_t> seq(w.seq);
   // Caught mid-write, the caller asks the LIB instead of spinning here: the
-  // writer may be a thread preempted on this very core.
+  // writer may be a thread preempted on this very core. The fields' acquire
+  // loads keep the second read of the sequence after them.
   const std::uint32_t before = seq.load(std::memory_order_acquire);
   if (before & 1u) return false;
   const std::uint32_t shown =
-      std::atomic_ref<std::uint32_t>(w.handle).load(std::memory_order_relaxed);
-  value.success = std::atomic_ref<std::uint64_t>(w.success).load(std::memory_order_relaxed);
-  value.failure = std::atomic_ref<std::uint64_t>(w.failure).load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+      std::atomic_ref<std::uint32_t>(w.handle).load(std::memory_order_acquire);
+  value.success = std::atomic_ref<std::uint64_t>(w.success).load(std::memory_order_acquire);
+  value.failure = std::atomic_ref<std::uint64_t>(w.failure).load(std::memory_order_acquire);
   return seq.load(std::memory_order_relaxed) == before && shown == handle;
 }
 
