@@ -35,7 +35,7 @@ bool ct_read(ptl_handle_ct_t h, ptl_ct_event_t& value) {
   State* s = pier::capi::state();
   const lib::CtMirror* table = s ? s->ct_mirrors.get() : nullptr;
   if (!table || lib::kind_of(h) != lib::Kind::ct) return false;
-  return lib::read_ct(table[lib::ni_of(h) * lib::ct_mirrors_per_ni + lib::index_of(h)], h, value);
+  return lib::read_ct(table[lib::ct_mirror_slot(h)], h, value);
 }
 
 /// PtlCTPoll's answer from the mirrors (ct_read), or false.

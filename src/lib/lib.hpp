@@ -143,6 +143,10 @@ struct CtMirror {
 };
 /// Mirrors per NI: one per possible CT index.
 inline constexpr std::size_t ct_mirrors_per_ni = std::size_t{max_table_capacity} + 1;
+/// Where the mirror of CT handle `h` lives in the table.
+constexpr std::size_t ct_mirror_slot(std::uint32_t h) noexcept {
+  return ni_of(h) * ct_mirrors_per_ni + index_of(h);
+}
 
 /// Writes `value` for `handle` (0 clears). Only the LIB writes, one thread
 /// at a time (the critical section).

@@ -251,7 +251,7 @@ void Lib::mirror(const Ct& ct, bool clear) noexcept {
   // A finalized NI's CTs are gone for the API, even while its last messages
   // still count on them.
   if (ct.ni == nullptr || ct.ni->refs == 0) clear = true;
-  CtMirror& m = ct_mirrors_[ni_of(ct.handle) * ct_mirrors_per_ni + index_of(ct.handle)];
+  CtMirror& m = ct_mirrors_[ct_mirror_slot(ct.handle)];
   publish_ct(m, clear ? 0 : ct.handle, clear ? ptl_ct_event_t{0, 0} : ct.value);
 }
 

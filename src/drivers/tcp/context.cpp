@@ -350,7 +350,7 @@ bool TcpContext::read_hello(Handshake& h) noexcept {
       asked_.push_back(hello->connector_url);
     return false;
   }
-  hand_over(h.fd, hello->connector_url, hello->track, driver::Clock::now());
+  hand_over(h.fd, hello->connector_url, hello->track);
   return false;
 }
 
@@ -372,13 +372,12 @@ Status TcpContext::incoming(std::vector<std::byte>& remote_url) {
   return Status::ok;
 }
 
-void TcpContext::hand_over(int fd, const UrlBytes& url, driver::Track track,
-                           driver::Clock::time_point since) noexcept {
+void TcpContext::hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept {
   if (TcpInstance* inst = find_acceptor(url, track)) {
     inst->adopt(fd);
     return;
   }
-  parked_.push_back(Parked{fd, url, track, false, since});
+  parked_.push_back(Parked{fd, url, track, false, driver::Clock::now()});
 }
 
 void TcpContext::wait_accepts(driver::Deadline deadline) noexcept {

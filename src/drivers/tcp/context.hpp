@@ -70,8 +70,7 @@ class TcpContext final : public driver::Context {
   /// Reads what has arrived of one hello; false when the entry is finished
   /// (handed over, parked or dropped) and must leave the list.
   bool read_hello(Handshake& h) noexcept;
-  void hand_over(int fd, const UrlBytes& url, driver::Track track,
-                 driver::Clock::time_point since) noexcept;
+  void hand_over(int fd, const UrlBytes& url, driver::Track track) noexcept;
   /// Closes what waited longer than park_ms_ for its hello or its instance.
   void drop_stale() noexcept;
   TcpInstance* find_acceptor(const UrlBytes& url, driver::Track track) noexcept;
