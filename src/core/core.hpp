@@ -111,6 +111,9 @@ struct Stats {
   std::uint64_t finalized = 0, deferred_recvs = 0, gates_failed = 0, rails_failed = 0;
   std::uint64_t prefetches = 0, prefetch_hits = 0;  ///< send_prefetch()es, and those posted
   std::uint64_t probes = 0;  ///< numbered probes sent on quiet gates with protocol state
+  /// Fast eager sends the driver had not finished at once (a message state
+  /// took them over and progress polled them to the end).
+  std::uint64_t fast_handovers = 0;
   std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
 };
 

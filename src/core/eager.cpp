@@ -119,6 +119,7 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   }
   // Still in flight: a message state takes it over, complete enough to be
   // sent again on another rail should this one fail.
+  ++stats_.fast_handovers;
   SendMsg& m = *sends_.acquire();
   m.gate = &gate;
   m.cookie = a.cookie;

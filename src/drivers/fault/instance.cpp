@@ -22,7 +22,7 @@ constexpr std::uintptr_t marker_head = 0x70696572'66617531ULL;  // "pierfau1"
 constexpr std::uintptr_t marker_tail = 0x31756166'72656970ULL;
 static_assert(sizeof(std::uintptr_t) == 8, "markers pack a tag and a value in one word");
 
-enum class Tag : std::uintptr_t { none = 0, done = 1, buffer = 2 };
+enum class Tag : std::uintptr_t { none = 0, done = 1, buffer = 2, late = 3 };
 
 void set_marker(Packet& pkt, const void* owner, Tag tag, std::uintptr_t value) noexcept {
   pkt.driver_data = {marker_head, reinterpret_cast<std::uintptr_t>(owner),
@@ -289,14 +289,16 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
   const bool dup = fires(Fault::dup);
   bool reorder = !dup && fires(Fault::reorder);
   bool delay = !dup && !reorder && fires(Fault::delay);
+  bool late = fires(Fault::late);
 
   int slot = own;
   const auto wanted = {std::pair{Fault::truncate, truncate},
                        {Fault::corrupt, corrupt},
                        {Fault::reorder, reorder},
-                       {Fault::delay, delay}};
+                       {Fault::delay, delay},
+                       {Fault::late, late}};
   bool skipped = false;
-  if (slot < 0 && (truncate || corrupt || reorder || delay)) {
+  if (slot < 0 && (truncate || corrupt || reorder || delay || late)) {
     slot = copy_to_slot(pkt, len);
     // Too large for a slot, or every slot busy: delivered as is.
     skipped = slot < 0;
@@ -363,8 +365,25 @@ Status Instance::send_locked(Packet& pkt, int own, std::size_t len) noexcept {
   }
   if (copy >= 0) slots_.enqueue(copy);
   progress_locked();
+  if (late) {
+    // The bytes are on their way; only the report is held back, so the
+    // caller's poll loop (and a send in flight on its books) is exercised.
+    note(Fault::late, send, true);
+    pkt.length = len;
+    set_marker(pkt, this, Tag::late, context_.plan().late_polls);
+    return Status::in_progress;
+  }
   // The bytes are the wrapper's now: the caller's memory is free at once.
   return complete_local(pkt, Status::ok, len);
+}
+
+Status Instance::poll_late(Packet& pkt, std::uintptr_t polls_left, bool wait) noexcept {
+  // Dead meanwhile: like every send still pending then, it ends broken
+  // (the bytes may have arrived, as on a real link that fails).
+  if (dead_) return complete_local(pkt, Status::broken, 0);
+  if (wait || polls_left <= 1) return complete_local(pkt, Status::ok, pkt.length);
+  set_marker(pkt, this, Tag::late, polls_left - 1);
+  return Status::in_progress;
 }
 
 Status Instance::send_poll(Packet& pkt) {
@@ -375,6 +394,8 @@ Status Instance::send_poll(Packet& pkt) {
   switch (read_marker(pkt, this, &value)) {
     case Tag::done:
       return static_cast<Status>(value);
+    case Tag::late:
+      return poll_late(pkt, value, false);
     case Tag::buffer:
       return Status::invalid_argument;
     case Tag::none:
@@ -392,6 +413,8 @@ Status Instance::send_wait(Packet& pkt, driver::Deadline deadline) {
   switch (read_marker(pkt, this, &value)) {
     case Tag::done:
       return static_cast<Status>(value);
+    case Tag::late:
+      return poll_late(pkt, value, true);
     case Tag::buffer:
       return Status::invalid_argument;
     case Tag::none:

@@ -67,6 +67,9 @@ class Instance final : public driver::Instance {
   void die(Fault cause, std::uint64_t number) noexcept;
   /// Completes a caller's send inside the wrapper (marker in driver_data).
   Status complete_local(driver::Packet& pkt, Status status, std::size_t len) noexcept;
+  /// A poll (or, `wait`, a wait) of a late send: completes it when its
+  /// polls are used up, else counts one down.
+  Status poll_late(driver::Packet& pkt, std::uintptr_t polls_left, bool wait) noexcept;
   void note(Fault f, std::uint64_t number, bool applied) noexcept;
   /// Waits through the inner wait in steps that end when a held packet is
   /// due, so delays expire even while the caller blocks.

@@ -10,8 +10,8 @@ namespace pier::drivers::fault {
 namespace {
 
 constexpr std::array<std::string_view, fault_count> fault_names = {
-    "death",   "connect_fail", "no_resource", "drop", "truncate",
-    "corrupt", "dup",          "reorder",     "delay"};
+    "death",   "connect_fail", "no_resource", "drop",  "truncate",
+    "corrupt", "dup",          "reorder",     "delay", "late"};
 
 std::uint64_t splitmix64(std::uint64_t x) noexcept {
   x += 0x9e3779b97f4a7c15ULL;
@@ -81,6 +81,9 @@ Status parse_option(Plan& plan, std::string_view name, std::string_view value, s
   } else if (name == "delay_us") {
     if (n > 60'000'000) return fail(error, "delay_us must be at most 60000000");
     plan.delay_time = std::chrono::microseconds(n);
+  } else if (name == "late_polls") {
+    if (n < 1 || n > 1'000'000) return fail(error, "late_polls must be in [1, 1000000]");
+    plan.late_polls = static_cast<std::uint32_t>(n);
   } else if (name == "slots") {
     if (n < 1 || n > 4096) return fail(error, "slots must be in [1, 4096]");
     plan.slots = static_cast<std::uint32_t>(n);
@@ -114,6 +117,7 @@ Counter counter_of(Fault f) noexcept {
     case Fault::dup:
     case Fault::reorder:
     case Fault::delay:
+    case Fault::late:
       return Counter::send;
   }
   return Counter::send;
@@ -181,6 +185,7 @@ std::string format_plan(const Plan& plan) {
     for (const std::uint64_t n : plan.at[i]) out += fmt::format(",{}@{}", fault_names[i], n);
   }
   out += fmt::format(",delay_packets={},delay_us={}", plan.delay_packets, plan.delay_time.count());
+  if (plan.late_polls != 2) out += fmt::format(",late_polls={}", plan.late_polls);
   if (plan.from > 1) out += fmt::format(",from={}", plan.from);
   if (plan.track == TrackFilter::small) out += ",track=small";
   if (plan.track == TrackFilter::large) out += ",track=large";

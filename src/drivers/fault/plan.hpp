@@ -32,8 +32,9 @@ enum class Fault : std::uint8_t {
   dup,           ///< delivered twice
   reorder,       ///< held and delivered after the next send
   delay,         ///< held and delivered after delay_packets later sends or delay_time
+  late,          ///< delivered, but the post answers in_progress until late_polls polls
 };
-inline constexpr std::size_t fault_count = 9;
+inline constexpr std::size_t fault_count = 10;
 
 std::string_view to_string(Fault f) noexcept;
 
@@ -60,6 +61,9 @@ struct Plan {
   /// Zero means no time limit (fully deterministic delivery order; a held
   /// packet then waits for later sends).
   std::chrono::microseconds delay_time{10000};
+  /// A late send's post and its first late_polls - 1 polls answer
+  /// in_progress; the late_polls-th poll (or a wait) completes it.
+  std::uint32_t late_polls = 2;
   TrackFilter track = TrackFilter::any;
   /// Probabilities apply from this operation number on (each fault's own
   /// counter), so a set-up phase (handshakes) can run clean; "@N" rules

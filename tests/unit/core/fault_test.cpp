@@ -119,6 +119,45 @@ TEST(Fault, ReorderedAndDuplicatedSmallPacketsAreDeliveredOnceInOrder) {
   }
 }
 
+/// A driver that reports a buffer send in progress (the fault driver's
+/// `late`) makes the fast eager path hand the packet to a message state;
+/// progress must poll it to its end, keep order behind it, and finalize
+/// every message exactly once.
+TEST(Fault, SendsTheDriverFinishesLateAreTrackedToTheirEnd) {
+  for (const char* plan : {"late=0.5,track=small", "late=1,late_polls=4,track=small",
+                           "late=0.3,reorder=0.2,dup=0.1,track=small"}) {
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      SCOPED_TRACE(std::string(plan) + " seed " + std::to_string(seed));
+      config::ScopedSet p("FAULT_PLAN", plan);
+      config::ScopedSet s("FAULT_SEED", std::to_string(seed));
+      Cluster c(2, "fault:self");
+      ASSERT_EQ(c.status, Status::ok);
+      auto sizes = mixed_sizes(seed, 60);
+      Outcome o = run_stream(c, sizes);
+      EXPECT_EQ(o.sent_ok, sizes.size());
+      EXPECT_EQ(o.delivered, sizes.size());
+      EXPECT_GT(c.cores[0]->stats().fast_handovers, 0u) << describe(c);
+      EXPECT_EQ(c.cores[0]->stats().send_msgs_live, 0u);
+    }
+  }
+}
+
+/// The only rail dies while fast sends are still being reported: each ends
+/// exactly once, and nothing waits for a report that cannot come.
+TEST(Fault, ALinkDyingUnderLateSendsEndsEachOnce) {
+  for (int n = 3; n <= 20; n += 3) {
+    SCOPED_TRACE("death@" + std::to_string(n));
+    config::ScopedSet p("FAULT_PLAN",
+                        "late=1,late_polls=3,death@" + std::to_string(n) + ",track=small");
+    Cluster c(2, "fault:self");
+    ASSERT_EQ(c.status, Status::ok);
+    std::vector<std::size_t> sizes(30, 64);
+    Outcome o = run_stream(c, sizes);
+    EXPECT_EQ(o.sent_ok + o.sent_failed + (sizes.size() - c.clients[0]->finalized.size()),
+              sizes.size());
+  }
+}
+
 TEST(Fault, DroppedOrTruncatedPacketsFailThePeerNeverHang) {
   config::ScopedSet gap("CORE_GAP_LIMIT_MS", "100");
   for (const char* plan : {"drop@7,track=small", "truncate@5,track=small", "drop=0.05"}) {

@@ -307,6 +307,45 @@ TEST_P(FaultOver, NoResourceDoesNothingAndTheRetryGoesThrough) {
   EXPECT_EQ(stats().of(Fault::no_resource), 1u);
 }
 
+TEST_P(FaultOver, LateAnswersInProgressUntilItsPolls) {
+  start(*parse_plan("late@1,late@3,late_polls=3"));
+  Msg& a = prepare("A");
+  EXPECT_EQ(ia_->send_post(a.pkt), Status::in_progress);
+  EXPECT_EQ(ia_->send_poll(a.pkt), Status::in_progress);
+  EXPECT_EQ(ia_->send_poll(a.pkt), Status::in_progress);
+  EXPECT_EQ(ia_->send_poll(a.pkt), Status::ok);
+  EXPECT_EQ(a.pkt.length, 1u);
+  EXPECT_EQ(ia_->send_poll(a.pkt), Status::ok);  // a completed send stays completed
+  EXPECT_EQ(send("B"), Status::ok);
+  // A wait completes a late send at once.
+  Msg& c = prepare("CC");
+  EXPECT_EQ(ia_->send_post(c.pkt), Status::in_progress);
+  EXPECT_EQ(ia_->send_wait(c.pkt, soon()), Status::ok);
+  EXPECT_EQ(c.pkt.length, 2u);
+  EXPECT_EQ(drain_to_end(), (Strings{"A", "B", "CC"}));
+  EXPECT_EQ(stats().of(Fault::late), 2u);
+}
+
+TEST_P(FaultOver, LateBufferSendsAnswerInProgressToo) {
+  start(*parse_plan("late@1"));
+  if (!caps_.send_buf) GTEST_SKIP() << "inner driver has no send_buf";
+  Msg& m = prepare("");
+  ASSERT_EQ(ia_->send_buf_get(m.pkt), Status::ok);
+  std::memcpy(m.pkt.buf, "Q", 1);
+  EXPECT_EQ(ia_->send_buf_post(m.pkt, 1), Status::in_progress);
+  EXPECT_EQ(finish(m.pkt, Status::in_progress), Status::ok);
+  EXPECT_EQ(drain_to_end(), (Strings{"Q"}));
+}
+
+TEST_P(FaultOver, ALateSendOfAnInstanceThatDiedEndsBroken) {
+  start(*parse_plan("late@1,death@3,late_polls=5"));
+  Msg& a = prepare("A");
+  EXPECT_EQ(ia_->send_post(a.pkt), Status::in_progress);
+  Msg& b = prepare("B");
+  EXPECT_EQ(finish(b.pkt, ia_->send_post(b.pkt)), Status::broken);
+  EXPECT_EQ(ia_->send_poll(a.pkt), Status::broken);
+}
+
 TEST_P(FaultOver, ConnectFailAnswersBrokenAndANewInstanceConnects) {
   auto inner_a = make_inner(GetParam());
   auto inner_b = make_inner(GetParam());

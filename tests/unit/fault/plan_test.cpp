@@ -37,6 +37,7 @@ TEST(FaultPlan, FormatRoundTrips) {
   plan.set(Fault::dup, 0.125).fire_at(Fault::drop, 3).fire_at(Fault::drop, 9);
   plan.delay_packets = 5;
   plan.delay_time = 0us;
+  plan.late_polls = 7;
   plan.track = TrackFilter::large;
   plan.slots = 3;
   plan.slot_bytes = 128;
@@ -47,14 +48,16 @@ TEST(FaultPlan, FormatRoundTrips) {
   EXPECT_EQ(back->at, plan.at);
   EXPECT_EQ(back->delay_packets, 5u);
   EXPECT_EQ(back->delay_time, 0us);
+  EXPECT_EQ(back->late_polls, 7u);
   EXPECT_EQ(back->track, TrackFilter::large);
   EXPECT_EQ(back->slots, 3u);
   EXPECT_EQ(back->slot_bytes, 128u);
 }
 
 TEST(FaultPlan, RejectsBadText) {
-  for (const char* text : {"drop=2", "drop=-0.1", "drop@0", "drop@x", "bogus=1", "drop",
-                           "delay_packets=0", "track=medium", "slots=0", "dup=0.5x"}) {
+  for (const char* text :
+       {"drop=2", "drop=-0.1", "drop@0", "drop@x", "bogus=1", "drop", "delay_packets=0",
+        "late_polls=0", "track=medium", "slots=0", "dup=0.5x"}) {
     std::string error;
     EXPECT_EQ(parse_plan(text, &error).status(), Status::invalid_argument) << text;
     EXPECT_FALSE(error.empty()) << text;
