@@ -334,6 +334,14 @@ void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noe
     (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
     return;
   }
+  if (h.op != answer_op(m->op, m->ack_req)) {
+    // A reply to a put has no get MD to land in; an ack would end a get
+    // without its data. The operation keeps waiting for its own answer.
+    PIER_LOG(warn, "lib", "{} from rank {} answers a {}, dropped", wire::to_string(h.op), a.source,
+             wire::to_string(m->op));
+    (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    return;
+  }
   stop_awaiting(m);
   m->answer_fail = static_cast<ptl_ni_fail_t>(h.ni_fail);
   m->answer_offset = h.remote_offset;

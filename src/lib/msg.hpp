@@ -32,6 +32,28 @@ struct Move {
   std::byte operand[wire::max_operand_length] = {};
 };
 
+/// The one answer kind a target sends for a request (and the initiator
+/// takes): a reply carries the data of a get, fetch_atomic or swap; a put
+/// or atomic is acknowledged as its ack request says.
+inline wire::PortalsOp answer_op(wire::PortalsOp request, ptl_ack_req_t ack) noexcept {
+  switch (request) {
+    case wire::PortalsOp::get:
+    case wire::PortalsOp::fetch_atomic:
+    case wire::PortalsOp::swap:
+      return wire::PortalsOp::reply;
+    default:
+      break;
+  }
+  switch (ack) {
+    case PTL_CT_ACK_REQ:
+      return wire::PortalsOp::ct_ack;
+    case PTL_OC_ACK_REQ:
+      return wire::PortalsOp::oc_ack;
+    default:
+      return wire::PortalsOp::ack;
+  }
+}
+
 /// What a message is waiting for; lib_finalize dispatches on it.
 enum class Phase : std::uint8_t {
   init_send,    ///< initiator: request leaving

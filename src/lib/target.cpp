@@ -23,25 +23,6 @@ bool wants_answer(const wire::PortalsHeader& h) {
   }
 }
 
-wire::PortalsOp answer_op(wire::PortalsOp request, ptl_ack_req_t ack) {
-  switch (request) {
-    case wire::PortalsOp::get:
-    case wire::PortalsOp::fetch_atomic:
-    case wire::PortalsOp::swap:
-      return wire::PortalsOp::reply;
-    default:
-      break;
-  }
-  switch (ack) {
-    case PTL_CT_ACK_REQ:
-      return wire::PortalsOp::ct_ack;
-    case PTL_OC_ACK_REQ:
-      return wire::PortalsOp::oc_ack;
-    default:
-      return wire::PortalsOp::ack;
-  }
-}
-
 ptl_event_kind_t comm_kind(wire::PortalsOp op) {
   switch (op) {
     case wire::PortalsOp::get:

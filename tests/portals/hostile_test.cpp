@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstring>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "base/clock.hpp"
@@ -98,6 +100,18 @@ class Hostile : public ::testing::Test {
     ASSERT_EQ(cores_[0]->send(a), Status::ok);
   }
 
+  /// Sends header bytes as they are (undecodable ones too) with `length`
+  /// payload bytes; false when the core refused the send.
+  bool send_raw(std::span<const std::byte> header, std::size_t length) {
+    core::SendArgs a;
+    a.peer = 1;
+    a.upper = wire::Upper::portals;
+    a.header = header;
+    a.region = &region_;
+    a.length = length;
+    return cores_[0]->send(a) == Status::ok;
+  }
+
   /// Progresses both cores until `n` answers came back or 10 s passed.
   bool answers(std::size_t n) {
     auto deadline = base::Deadline::after_ms(10000);
@@ -188,6 +202,229 @@ TEST_F(Hostile, AtomicsWithoutDataOrLegalitySurvive) {
   EXPECT_EQ(answer_for(5).op, wire::PortalsOp::reply);
   EXPECT_EQ(answer_for(6).ni_fail, wire::NiFail::op_violation);
   EXPECT_TRUE(drained());
+}
+
+/// A header of any kind with fields drawn mostly from the ranges that reach
+/// deep into the LIB (pt 0, small offsets and lengths, legal atomics) and
+/// sometimes from anywhere.
+wire::PortalsHeader random_header(std::mt19937_64& rng) {
+  auto pick = [&](std::uint64_t n) { return rng() % n; };
+  auto wild = [&](std::uint64_t usual) { return pick(8) == 0 ? rng() : usual; };
+  wire::PortalsHeader h;
+  h.op = static_cast<wire::PortalsOp>(1 + pick(wire::portals_op_limit - 1));
+  if (h.op == wire::PortalsOp::put || h.op == wire::PortalsOp::atomic)
+    h.ack_request = static_cast<wire::AckRequest>(pick(wire::ack_request_limit));
+  h.matching = static_cast<wire::Matching>(pick(8) == 0);      // the NI matches
+  h.addressing = static_cast<wire::Addressing>(pick(8) == 0);  // and is logical
+  if (wire::is_atomic(h.op)) {
+    h.atomic_type = static_cast<wire::AtomicType>(1 + pick(wire::atomic_type_limit - 1));
+    if (h.op == wire::PortalsOp::swap) {
+      h.atomic_op = static_cast<wire::AtomicOp>(11 + pick(8));  // swap .. mswap
+      if (h.atomic_op != wire::AtomicOp::swap)
+        h.operand_length = static_cast<std::uint32_t>(1 + pick(wire::max_operand_length));
+    } else {
+      h.atomic_op = static_cast<wire::AtomicOp>(1 + pick(10));  // min .. bxor
+    }
+  }
+  h.pt_index = static_cast<std::uint32_t>(wild(pick(8) == 0 ? 2 : pick(2)));
+  h.match_bits = wild(pick(2));
+  h.remote_offset = wild(pick(96));
+  h.length = wild(pick(160));
+  h.cookie = wild(pick(64));
+  h.uid = static_cast<std::uint32_t>(wild(0));
+  if (wire::is_answer(h.op)) {
+    h.ni_fail = static_cast<wire::NiFail>(pick(wire::ni_fail_limit));
+    h.mlength = h.length == 0 ? 0 : pick(h.length + 1);
+  }
+  if (h.addressing == wire::Addressing::physical) {
+    h.initiator_pid = static_cast<std::uint32_t>(wild(0));
+    h.target_pid = static_cast<std::uint32_t>(wild(0));
+  }
+  return h;
+}
+
+/// Thousands of random requests and answers, a third of them with bytes
+/// flipped after encoding: no crash (the sanitizer builds run this too), no
+/// message state left behind, and a good put is still served afterwards.
+TEST_F(Hostile, RandomHeadersNeverCrashAndLeaveNothingBehind) {
+  // Portal 1 has events (a small EQ that fills up) and flow control; use-once,
+  // locally managed entries that match anything are appended to it.
+  Call c;
+  c.handle = ni_;
+  c.size = 4;
+  Reply eq = lib_->call(Op::eq_alloc, c);
+  ASSERT_EQ(eq.rc, PTL_OK);
+  Reply ct = lib_->call(Op::ct_alloc, c);
+  ASSERT_EQ(ct.rc, PTL_OK);
+  c = Call{};
+  c.handle = ni_;
+  c.handle2 = eq.handle;
+  c.options = PTL_PT_FLOWCTRL;
+  c.pt_index = 1;
+  ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
+  std::array<std::byte, 64> other{};
+  for (unsigned seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    for (int batch = 0; batch < 25; ++batch) {
+      c = Call{};
+      c.handle = ni_;
+      c.pt_index = 1;
+      c.is_me = true;
+      c.list = batch % 2 ? PTL_OVERFLOW_LIST : PTL_PRIORITY_LIST;
+      c.me.start = other.data();
+      c.me.length = other.size();
+      c.me.ct_handle = ct.handle;
+      c.me.uid = PTL_UID_ANY;
+      c.me.options = PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_USE_ONCE | PTL_ME_MANAGE_LOCAL |
+                     PTL_ME_EVENT_CT_COMM;
+      c.me.match_id.rank = PTL_RANK_ANY;
+      c.me.match_bits = 0;
+      c.me.ignore_bits = ~ptl_match_bits_t{0};
+      c.me.min_free = 0;
+      ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
+      for (int i = 0; i < 40; ++i) {
+        const wire::PortalsHeader h = random_header(rng);
+        std::array<std::byte, wire::PortalsHeader::size> bytes{};
+        ASSERT_TRUE(wire::encode(h, bytes)) << "op " << wire::to_string(h.op);
+        if (rng() % 3 == 0)
+          for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips)
+            bytes[rng() % bytes.size()] ^= static_cast<std::byte>(1u << (rng() % 8));
+        const std::size_t length = rng() % 4 == 0 ? rng() % payload_.size() : rng() % 48;
+        ASSERT_TRUE(send_raw(bytes, length));
+        for (auto& core : cores_) (void)core->progress();
+      }
+      ASSERT_TRUE(drained()) << "batch " << batch;
+      // Empty the EQ and enable the portal again (a full EQ disabled it).
+      Call poll;
+      poll.handle = ni_;
+      const ptl_handle_eq_t eqs[] = {eq.handle};
+      poll.ptr = eqs;
+      poll.size = 1;
+      for (int k = 0; lib_->call(Op::eq_poll, poll).rc != PTL_EQ_EMPTY; ++k) ASSERT_LT(k, 100);
+      Call enable;
+      enable.handle = ni_;
+      enable.pt_index = 1;
+      ASSERT_EQ(lib_->call(Op::pt_enable, enable).rc, PTL_OK);
+    }
+  }
+  // The draws reach the LIB's depths: served, dropped and flow-controlled.
+  std::map<wire::NiFail, int> outcomes;
+  for (const auto& a : raw_->answers) ++outcomes[a.ni_fail];
+  EXPECT_GT(outcomes[wire::NiFail::ok], 100);
+  EXPECT_GT(outcomes[wire::NiFail::dropped], 100);
+  EXPECT_GT(outcomes[wire::NiFail::pt_disabled], 10);
+  raw_->answers.clear();
+  send(put(8, 4242), 8);
+  ASSERT_TRUE(answers(1));
+  EXPECT_EQ(answer_for(4242).op, wire::PortalsOp::ack);
+  EXPECT_TRUE(drained());
+  EXPECT_EQ(cores_[1]->gate_status(0), Status::ok);
+}
+
+/// The LIB's own operations to the raw peer get forged answers: of the wrong
+/// kind, too long, failed, repeated, or for a slot already reused. Each
+/// operation then gets its right answer; everything ends, nothing crashes,
+/// and the MD's bytes outside the fetched range are never written.
+TEST_F(Hostile, ForgedAnswersToLiveOperationsNeverCrash) {
+  Call c;
+  c.handle = ni_;
+  Reply ct = lib_->call(Op::ct_alloc, c);
+  ASSERT_EQ(ct.rc, PTL_OK);
+  c.size = 16;
+  Reply eq = lib_->call(Op::eq_alloc, c);
+  ASSERT_EQ(eq.rc, PTL_OK);
+  std::array<std::byte, 128> local{};
+  c = Call{};
+  c.handle = ni_;
+  c.md.start = local.data();
+  c.md.length = 64;  // the upper half is a guard nobody may write
+  c.md.eq_handle = eq.handle;
+  c.md.ct_handle = ct.handle;
+  c.md.options = PTL_MD_EVENT_CT_ACK | PTL_MD_EVENT_CT_REPLY | PTL_MD_EVENT_CT_SEND;
+  Reply md = lib_->call(Op::md_bind, c);
+  ASSERT_EQ(md.rc, PTL_OK);
+  std::mt19937_64 rng(7);
+  auto pick = [&](std::uint64_t n) { return rng() % n; };
+  for (int round = 0; round < 300; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    raw_->answers.clear();
+    Move m;
+    m.md = md.handle;
+    m.get_md = md.handle;
+    m.target.rank = 0;
+    m.length = pick(65);
+    m.local_offset = pick(64 - m.length + 1);
+    switch (pick(4)) {
+      case 0:
+        m.op = wire::PortalsOp::get;
+        break;
+      case 1:
+        m.op = wire::PortalsOp::put;
+        m.ack_req = static_cast<ptl_ack_req_t>(pick(4));
+        break;
+      case 2:
+        m.op = wire::PortalsOp::fetch_atomic;
+        m.atomic_op = PTL_SUM;
+        m.atomic_type = PTL_INT32_T;
+        m.length = 4 * (1 + pick(16));
+        m.local_offset = 4 * pick((64 - m.length) / 4 + 1);
+        m.local_get_offset = m.local_offset;
+        break;
+      default:
+        m.op = wire::PortalsOp::swap;
+        m.atomic_op = PTL_CSWAP;
+        m.atomic_type = PTL_INT64_T;
+        m.length = 8;
+        m.local_offset = m.local_get_offset = 8 * pick(8);
+        m.operand_length = 8;
+        break;
+    }
+    c = Call{};
+    c.move = m;
+    ASSERT_EQ(lib_->call(Op::move, c).rc, PTL_OK)
+        << wire::to_string(m.op) << " length " << m.length << " at " << m.local_offset;
+    ASSERT_TRUE(answers(1));
+    const wire::PortalsHeader request = raw_->answers[0];
+    // Forged answers first, then the right one.
+    const int forged = static_cast<int>(pick(4));
+    for (int k = 0; k <= forged; ++k) {
+      wire::PortalsHeader a;
+      const bool right = k == forged;
+      const bool wants_reply = request.op != wire::PortalsOp::put;
+      if (right) {
+        a.op = wants_reply                                       ? wire::PortalsOp::reply
+               : request.ack_request == wire::AckRequest::ct_ack ? wire::PortalsOp::ct_ack
+               : request.ack_request == wire::AckRequest::oc_ack ? wire::PortalsOp::oc_ack
+                                                                 : wire::PortalsOp::ack;
+        if (!wants_reply && request.ack_request == wire::AckRequest::none) break;
+        a.length = request.length;
+        a.mlength = request.length;
+      } else {
+        a.op = static_cast<wire::PortalsOp>(6 + pick(4));  // reply .. oc_ack
+        a.length = pick(8) == 0 ? rng() : pick(200);
+        a.mlength = a.length == 0 ? 0 : pick(a.length + 1);
+        a.ni_fail = static_cast<wire::NiFail>(pick(wire::ni_fail_limit));
+      }
+      a.cookie = !right && pick(6) == 0 ? pick(64) : request.cookie;
+      a.remote_offset = !right && pick(4) == 0 ? rng() : 0;
+      const std::size_t carried =
+          a.op == wire::PortalsOp::reply ? std::min<std::uint64_t>(a.mlength, 256) : 0;
+      std::array<std::byte, wire::PortalsHeader::size> bytes{};
+      ASSERT_TRUE(wire::encode(a, bytes));
+      ASSERT_TRUE(send_raw(bytes, carried));
+      for (auto& core : cores_) (void)core->progress();
+    }
+    ASSERT_TRUE(drained());
+    for (std::size_t i = 64; i < local.size(); ++i) ASSERT_EQ(local[i], std::byte{0}) << i;
+    Call poll;
+    poll.handle = ni_;
+    const ptl_handle_eq_t eqs[] = {eq.handle};
+    poll.ptr = eqs;
+    poll.size = 1;
+    for (int k = 0; lib_->call(Op::eq_poll, poll).rc != PTL_EQ_EMPTY; ++k) ASSERT_LT(k, 100);
+  }
+  EXPECT_EQ(cores_[1]->gate_status(0), Status::ok);
 }
 
 }  // namespace
