@@ -715,6 +715,12 @@ Result<GateInfo> Core::gate_info(Rank peer) const {
   return info;
 }
 
+std::uint32_t Core::credit_limit(Rank peer) const noexcept {
+  if (!impl_->connected_ || peer >= impl_->size_ || impl_->gates_[peer]->peer_credits == 0)
+    return impl_->settings_.credits;
+  return impl_->gates_[peer]->peer_credits;
+}
+
 Status Core::gate_status(Rank peer) const noexcept {
   if (!impl_->connected_ || peer >= impl_->size_) return Status::invalid_argument;
   const Gate& g = *impl_->gates_[peer];

@@ -242,6 +242,11 @@ class Core {
   /// usable (connected or connecting), the failure (broken, ...) once it
   /// failed, invalid_argument for a rank out of range or before connect().
   Status gate_status(Rank peer) const noexcept;
+  /// Credits `peer` grants per priority: how many of our messages its slots
+  /// hold at once (an upper layer that holds arrivals keeps fewer than this
+  /// in flight, so its controls always find one). Our own setting for a
+  /// peer not known yet.
+  std::uint32_t credit_limit(Rank peer) const noexcept;
   /// Sends queued or in flight plus messages awaiting data: 0 when idle.
   std::size_t pending() const noexcept;
 

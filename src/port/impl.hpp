@@ -123,6 +123,7 @@ struct Op {
   bool core_busy = false;  ///< our core.send awaits lib_finalize
   bool landing = false;    ///< a get's data awaits lib_finalize
   bool replied = false;    ///< the target's answer came (or stands in)
+  bool holds_credit = false;  ///< counted in Node::Impl::data_in_flight
   Status local_status = Status::ok;
   Status reply_status = Status::ok;
   Op* next = nullptr;
@@ -274,6 +275,8 @@ class Port::Impl {
                         std::uint32_t node_id, unsigned port) noexcept;
   void on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept;
   void on_send_finalized(Op* op, Status s) noexcept;
+  /// Takes `op` off its node's data_in_flight count (once).
+  void release_credit(const Connection* c, Op* op) noexcept;
   /// Acks that rode in a send's tag, for our connection to its sender.
   void on_piggyback(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                     std::uint64_t acks) noexcept;
@@ -437,6 +440,17 @@ class Node::Impl final : public core::Client {
   std::vector<std::unique_ptr<Port::Impl>> ports;  ///< by number; open ones
   std::vector<std::unique_ptr<Port::Impl>> zombies;
   std::vector<Port::Impl*> open_ports;  ///< reserved at construction
+  /// Sends, puts and gets of every port in flight to each node, per
+  /// priority: an arrival the target holds (no buffer yet, or its stream
+  /// suspended after a failure) keeps a core credit, so the ports keep
+  /// fewer than the target's credits in flight and resume/drop, which
+  /// do not count, always find a credit (sized at construction).
+  std::vector<std::uint32_t> data_in_flight[wire::priority_count];
+  /// How many data ops may be in flight to `node` on one priority.
+  std::uint32_t data_limit(std::uint32_t node) const noexcept {
+    const std::uint32_t credits = core.credit_limit(node);
+    return credits > 1 ? credits - 1 : 1;
+  }
   std::shared_ptr<void> keep_alive;     ///< the bootstrap of Node::create()
 };
 

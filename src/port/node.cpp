@@ -26,6 +26,7 @@ Node::Impl::Impl(core::Core& c, std::unique_ptr<core::Core> owned) noexcept
   ports.resize(limit);
   open_ports.reserve(limit);
   closed_nacks.resize(closed_nacks_capacity);
+  for (auto& counts : data_in_flight) counts.assign(core.size(), 0);
 }
 
 Node::Impl::~Impl() {

@@ -166,8 +166,17 @@ Status Port::Impl::post(Op* op) noexcept {
     a.region = &op->region;
     a.length = op->length;
   }
+  std::uint32_t* in_flight = nullptr;
+  if (!is_control(op->kind)) {
+    in_flight = &node.data_in_flight[c->priority][c->node];
+    if (*in_flight >= node.data_limit(c->node)) return Status::no_resource;  // retried from poll
+  }
   Status s = core().send(a);
   if (s == Status::ok) {
+    if (in_flight) {
+      ++*in_flight;
+      op->holds_credit = true;
+    }
     if (piggyback) piggyback->owed_acks = 0;
     op->core_busy = true;
     ++pinned;
@@ -261,6 +270,7 @@ void Port::Impl::on_landing_finalized(Op* op, Status s) noexcept {
 void Port::Impl::settle(Connection* c) noexcept {
   while (Op* op = c->in_flight.head) {
     if (op->core_busy || op->landing) return;
+    if (op->replied || op->local_status != Status::ok) release_credit(c, op);
     if (op->replied && op->reply_status == Status::in_progress) {
       // A nack for an op behind a failure: it waits for resume or drop.
       c->in_flight.pop();
@@ -279,6 +289,12 @@ void Port::Impl::settle(Connection* c) noexcept {
     }
     return;  // waits for the target's answer
   }
+}
+
+void Port::Impl::release_credit(const Connection* c, Op* op) noexcept {
+  if (!op->holds_credit) return;
+  op->holds_credit = false;
+  --node.data_in_flight[c->priority][c->node];
 }
 
 void Port::Impl::complete(Op* op) noexcept {
@@ -392,6 +408,7 @@ void Port::Impl::close_sender() noexcept {
   for (Connection* c : live_conns)
     for (Fifo<Op>* list : {&c->in_flight, &c->parked, &c->queued})
       while (Op* op = list->pop()) {
+        release_credit(c, op);
         if (op->core_busy || op->landing) continue;
         if (op->region.handle) (void)core().invalidate(op->region);
         ops.release(op);

@@ -482,3 +482,68 @@ INSTANTIATE_TEST_SUITE_P(Drivers, Rules, ::testing::Values("self", "shm", "tcp")
 
 }  // namespace
 }  // namespace pier::port::test
+
+namespace pier::port::test {
+namespace {
+
+/// More sends held behind a timed-out one than the core has credits for
+/// that priority: the resume (itself a message) must still get through, and
+/// everything held must arrive once buffers come.
+TEST(RulesCredits, G10ResumeGetsThroughWhenHeldSendsTakeEveryCredit) {
+  config::ScopedSet credits("CORE_CREDITS", "8");
+  config::ScopedSet timeout("PORT_SEND_TIMEOUT_MS", "300");
+  World world(2, "self");
+  ASSERT_EQ(world.status, Status::ok);
+  Driver a(*world.nodes[0], 1), b(*world.nodes[1], 2);
+  ASSERT_TRUE(a.port && b.port);
+  std::vector<std::vector<std::byte>> messages;
+  for (std::uintptr_t i = 0; i < 12; ++i) {
+    messages.push_back(pattern(100, static_cast<unsigned>(i)));
+    ASSERT_EQ(a.send(messages.back().data(), 100, Priority::low, 1, 2, i), Status::ok);
+  }
+  ASSERT_TRUE(run_until({&a, &b}, [&] { return a.completions.size() == 1; }));
+  EXPECT_EQ(a.completions[0].status, Status::timeout);
+  std::vector<std::vector<std::byte>> buffers(11, buffer_for(7));
+  for (auto& buf : buffers) ASSERT_EQ(b.provide(buf.data(), 7, Priority::low), Status::ok);
+  ASSERT_EQ(a.port->resume_sending(Priority::low, 1, 2, Driver::on_sent, Driver::id(99)),
+            Status::ok);
+  ++a.outstanding_sends;
+  ASSERT_TRUE(run_until(
+      {&a, &b}, [&] { return a.completions.size() == 13; }, 10000))
+      << a.completions.size() << " completions, " << b.received.size() << " received";
+  EXPECT_EQ(b.received.size(), 11u);
+  for (auto& c : a.completions) EXPECT_TRUE(c.status == Status::ok || c.id == 0);
+}
+
+/// The same with the default credits: two ports of one node each keep 20
+/// sends to one target port that has no buffer for them. Whatever the target
+/// holds behind the two failures, both resumes get through.
+TEST(RulesCredits, G10TwoPortsResumeWithDefaultCredits) {
+  config::ScopedSet timeout("PORT_SEND_TIMEOUT_MS", "300");
+  World world(2, "self");
+  ASSERT_EQ(world.status, Status::ok);
+  Driver a(*world.nodes[0], 1), c(*world.nodes[0], 3), b(*world.nodes[1], 2);
+  ASSERT_TRUE(a.port && b.port && c.port);
+  std::vector<std::byte> message = pattern(100, 1);
+  for (std::uintptr_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(a.send(message.data(), 100, Priority::low, 1, 2, i), Status::ok);
+    ASSERT_EQ(c.send(message.data(), 100, Priority::low, 1, 2, i), Status::ok);
+  }
+  ASSERT_TRUE(run_until({&a, &b, &c},
+                        [&] { return a.completions.size() == 1 && c.completions.size() == 1; }));
+  std::vector<std::vector<std::byte>> buffers(38, buffer_for(7));
+  for (auto& buf : buffers) ASSERT_EQ(b.provide(buf.data(), 7, Priority::low), Status::ok);
+  for (Driver* d : {&a, &c}) {
+    ASSERT_EQ(d->port->resume_sending(Priority::low, 1, 2, Driver::on_sent, Driver::id(99)),
+              Status::ok);
+    ++d->outstanding_sends;
+  }
+  ASSERT_TRUE(run_until({&a, &b, &c},
+                        [&] { return a.completions.size() == 21 && c.completions.size() == 21; }))
+      << a.completions.size() << " and " << c.completions.size() << " completions, "
+      << b.received.size() << " received";
+  EXPECT_EQ(b.received.size(), 38u);
+}
+
+}  // namespace
+}  // namespace pier::port::test
