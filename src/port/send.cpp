@@ -372,7 +372,10 @@ void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noe
   if (h.kind == wire::PortKind::ack) {
     apply_acks(c, static_cast<std::uint32_t>(h.tag));  // the decoder bounds it
   } else if (Op* op = first_unanswered(c)) {
-    const auto why = static_cast<Status>(h.tag);  // a nack: the decoder checked the value
+    auto why = static_cast<Status>(h.tag);  // a nack: the decoder checked the range
+    // A nack that names no failure (in_progress: a parked op would then hide
+    // the failure it counts, and the connection would stall unreported).
+    if (is_success(why)) why = Status::malformed;
     op->replied = true;
     if (is_control(op->kind)) {
       op->reply_status = Status::ok;

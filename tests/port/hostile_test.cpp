@@ -321,5 +321,45 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
   cores.clear();
 }
 
+/// A nack whose status names no failure (in_progress) is still a failure
+/// the sender reports, not a silent park that would stall the connection.
+TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  std::vector<std::unique_ptr<core::Core>> cores;
+  for (core::Rank r = 0; r < 2; ++r) cores.push_back(std::move(*core::Core::create(r, 2)));
+  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
+  for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
+  Raw raw(*cores[0]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    auto pump = [&] {
+      b.step();
+      (void)cores[0]->progress();
+    };
+    char msg[8] = "x";
+    ASSERT_EQ(b.send(msg, sizeof msg, Priority::low, 0, 1, 7), Status::ok);
+    for (int i = 0; i < 2000 && raw.answers.empty(); ++i) pump();
+    ASSERT_EQ(raw.answers.size(), 1u);
+    wire::PortHeader nack;
+    nack.kind = wire::PortKind::nack;
+    nack.sending_port = 1;
+    nack.receiving_port = 2;
+    nack.tag = static_cast<std::uint8_t>(Status::in_progress);
+    ASSERT_EQ(raw.send(nack), Status::ok);
+    for (int i = 0; i < 2000 && b.completions.empty(); ++i) pump();
+    ASSERT_EQ(b.completions.size(), 1u);
+    EXPECT_EQ(b.completions[0].status, Status::malformed);
+    // A reported failure: exactly one resume enables the connection again.
+    ASSERT_EQ(b.port->resume_sending(Priority::low, 0, 1, Driver::on_sent, Driver::id(8)),
+              Status::ok);
+    ++b.outstanding_sends;
+  }
+  node->reset();
+  cores.clear();
+}
+
 }  // namespace
 }  // namespace pier::port::test
