@@ -329,7 +329,8 @@ void Lib::finish_initiator(Msg* m) noexcept {
 void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept {
   auto handle = static_cast<base::Pool<Msg>::Handle>(static_cast<std::uint32_t>(h.cookie));
   Msg* m = h.cookie > 0xffffffffu ? nullptr : msgs_.lookup(handle);
-  if (!m || !m->initiator || !m->want_answer || m->answered || m->phase != Phase::init_send) {
+  if (!m || !m->initiator || !m->want_answer || m->answered || m->phase != Phase::init_send ||
+      m->peer != a.source) {
     PIER_LOG(warn, "lib", "answer from rank {} for no operation, dropped", a.source);
     (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
     return;

@@ -93,7 +93,11 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
           return PTL_OK;
         }
         if (inc_rlength) {
-          e->local_offset += rlength;  // R-U6
+          // R-U6, saturating: rlength is the peer's word, up to 2^64 - 1.
+          e->local_offset =
+              rlength >= e->buffer.length - std::min(e->local_offset, e->buffer.length)
+                  ? e->buffer.length
+                  : e->local_offset + rlength;
           if (e->min_free != 0 && (e->local_offset > e->buffer.length ||
                                    e->buffer.length - e->local_offset < e->min_free)) {
             entry_auto_unlink(e, true);

@@ -196,12 +196,24 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     ++ni.status[PTL_SR_DROP_COUNT];  // R-F1
     return refuse(a, h, wire::NiFail::dropped);
   }
+  // What the peer cannot truthfully say: the data it carries must be what
+  // the header announces (a short payload would leave stale bytes of an
+  // earlier message to be applied or scattered), and it must be the
+  // initiator it names (entries restricted to another rank match only it).
+  const bool carries = h.op == wire::PortalsOp::put || wire::is_atomic(h.op);
+  const ptl_process_t initiator = initiator_of(ni, h);
+  const Result<core::Rank> claimed = rank_of(ni, initiator);
+  if (a.length != (carries ? std::uint64_t{h.operand_length} + h.length : 0) || !claimed ||
+      *claimed != a.source) {
+    PIER_LOG(warn, "lib", "malformed {} from rank {} dropped", wire::to_string(h.op), a.source);
+    ++ni.status[PTL_SR_DROP_COUNT];
+    return refuse(a, h, wire::NiFail::dropped);
+  }
   Pt& pt = ni.pts[h.pt_index];
   if (!pt.enabled) {
     ++ni.status[PTL_SR_DROP_COUNT];  // R-F2
     return refuse(a, h, wire::NiFail::pt_disabled);
   }
-  ptl_process_t initiator = initiator_of(ni, h);
   bool flow = pt.options & PTL_PT_FLOWCTRL;
   if (flow && pt.eq && pt.eq->count >= pt.eq->requested) {
     // R-F6: a full queue disables every flow-controlled index feeding it.
@@ -248,6 +260,7 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     return refuse(a, h, wire::NiFail::op_violation);
   }
   bool atomic = wire::is_atomic(h.op);
+  std::size_t element = 1;
   if (atomic) {
     auto op = static_cast<ptl_op_t>(static_cast<unsigned>(h.atomic_op) - 1);
     auto type = static_cast<ptl_datatype_t>(static_cast<unsigned>(h.atomic_type) - 1);
@@ -256,6 +269,14 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
                                                           : AtomicFn::swap;
     if (h.atomic_op == wire::AtomicOp::none || !atomic_legal(fn, op, type) ||
         h.operand_length > wire::max_operand_length)
+      return refuse(a, h, wire::NiFail::op_violation);
+    // Whole elements only, and the compare and mask forms (which take an
+    // operand) on one element with an operand of that size, as PtlSwap
+    // demands of its caller.
+    element = datatype_size(type);
+    const bool one_element = h.operand_length != 0;
+    if (h.length % element != 0 ||
+        (one_element && (h.operand_length != element || h.length > element)))
       return refuse(a, h, wire::NiFail::op_violation);
   }
   if (e->buffer.all_memory()) {
@@ -288,6 +309,9 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     ptl_size_t limit = h.op == wire::PortalsOp::atomic ? ni.limits.max_atomic_size
                                                        : ni.limits.max_fetch_atomic_size;
     mlength = std::min(mlength, limit);  // R-L5
+    // An entry shorter than the request still takes whole elements only:
+    // a fetched tail would otherwise be whatever the bounce slot held.
+    mlength -= mlength % element;
   } else {
     mlength = std::min(mlength, ni.limits.max_msg_size);
   }

@@ -71,9 +71,9 @@ enum class AtomicType : std::uint8_t {
   uint16 = 4,
   int32 = 5,
   uint32 = 6,
-  int64 = 7,
-  uint64 = 8,
-  float32 = 9,
+  float32 = 7,  // ptl_datatype_t + 1: PTL_FLOAT comes before PTL_INT64_T
+  int64 = 8,
+  uint64 = 9,
   float64 = 10,
   float_complex = 11,
   double_complex = 12,

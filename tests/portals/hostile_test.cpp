@@ -149,17 +149,20 @@ class Hostile : public ::testing::Test {
 };
 
 TEST_F(Hostile, LyingLengthsAndIndexesAreRefusedNotFatal) {
-  auto h = put(1 << 20, 1);  // says a MiB, carries 16 bytes
+  auto h = put(1 << 20, 1);  // says a MiB, carries 16 bytes: dropped
   send(h, 16);
+  h = put(4096, 4);  // carries all it says, more than the entry holds
+  send(h, 4096);
   h = put(8, 2);
   h.pt_index = 0xffffffff;
   send(h, 8);
   h = put(8, 3);
   h.remote_offset = ~std::uint64_t{0};  // beyond the entry: zero bytes
   send(h, 8);
-  ASSERT_TRUE(answers(3));
-  EXPECT_EQ(answer_for(1).ni_fail, wire::NiFail::ok);
-  EXPECT_LE(answer_for(1).mlength, 64u);  // never more than the entry holds
+  ASSERT_TRUE(answers(4));
+  EXPECT_EQ(answer_for(1).ni_fail, wire::NiFail::dropped);
+  EXPECT_EQ(answer_for(4).ni_fail, wire::NiFail::ok);
+  EXPECT_EQ(answer_for(4).mlength, 64u);  // never more than the entry holds
   EXPECT_EQ(answer_for(2).ni_fail, wire::NiFail::dropped);
   EXPECT_EQ(answer_for(3).ni_fail, wire::NiFail::ok);
   EXPECT_EQ(answer_for(3).mlength, 0u);
@@ -201,6 +204,39 @@ TEST_F(Hostile, AtomicsWithoutDataOrLegalitySurvive) {
   ASSERT_TRUE(answers(2));
   EXPECT_EQ(answer_for(5).op, wire::PortalsOp::reply);
   EXPECT_EQ(answer_for(6).ni_fail, wire::NiFail::op_violation);
+  EXPECT_TRUE(drained());
+}
+
+TEST_F(Hostile, PartialElementsAndForgedInitiatorsAreRefused) {
+  // A fetch of 7 bytes of int64: no whole element; its reply would carry
+  // whatever the bounce slot held before.
+  wire::PortalsHeader h;
+  h.op = wire::PortalsOp::fetch_atomic;
+  h.atomic_op = wire::AtomicOp::sum;
+  h.atomic_type = wire::AtomicType::int64;
+  h.length = 7;
+  h.cookie = 11;
+  send(h, 7);
+  // A compare-and-swap over two elements, and one whose operand is short.
+  h.op = wire::PortalsOp::swap;
+  h.atomic_op = wire::AtomicOp::cswap;
+  h.operand_length = 8;
+  h.length = 16;
+  h.cookie = 12;
+  send(h, 24);
+  h.operand_length = 4;
+  h.length = 8;
+  h.cookie = 13;
+  send(h, 12);
+  // A put naming rank 1 as its initiator, sent by rank 0.
+  auto p = put(8, 14);
+  p.initiator_nid = 1;
+  send(p, 8);
+  ASSERT_TRUE(answers(4));
+  EXPECT_EQ(answer_for(11).ni_fail, wire::NiFail::op_violation);
+  EXPECT_EQ(answer_for(12).ni_fail, wire::NiFail::op_violation);
+  EXPECT_EQ(answer_for(13).ni_fail, wire::NiFail::op_violation);
+  EXPECT_EQ(answer_for(14).ni_fail, wire::NiFail::dropped);
   EXPECT_TRUE(drained());
 }
 
@@ -290,7 +326,13 @@ TEST_F(Hostile, RandomHeadersNeverCrashAndLeaveNothingBehind) {
         if (rng() % 3 == 0)
           for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips)
             bytes[rng() % bytes.size()] ^= static_cast<std::byte>(1u << (rng() % 8));
-        const std::size_t length = rng() % 4 == 0 ? rng() % payload_.size() : rng() % 48;
+        // Mostly the payload the header announces (the LIB drops the rest).
+        const bool carries =
+            h.op == wire::PortalsOp::put || wire::is_atomic(h.op) || h.op == wire::PortalsOp::reply;
+        const std::uint64_t announced = carries ? std::uint64_t{h.operand_length} + h.length : 0;
+        const std::size_t length = rng() % 8 != 0 && announced <= payload_.size()
+                                       ? static_cast<std::size_t>(announced)
+                                       : rng() % payload_.size();
         ASSERT_TRUE(send_raw(bytes, length));
         for (auto& core : cores_) (void)core->progress();
       }
