@@ -119,10 +119,10 @@ struct Op {
   std::byte* local = nullptr;  ///< send/put source, get destination
   std::uint64_t remote = 0;
   std::uint32_t length = 0;
-  core::Region region{};   ///< of [local, local + length), when length > 0
-  bool core_busy = false;  ///< our core.send awaits lib_finalize
-  bool landing = false;    ///< a get's data awaits lib_finalize
-  bool replied = false;    ///< the target's answer came (or stands in)
+  core::Region region{};      ///< of [local, local + length), when length > 0
+  bool core_busy = false;     ///< our core.send awaits lib_finalize
+  bool landing = false;       ///< a get's data awaits lib_finalize
+  bool replied = false;       ///< the target's answer came (or stands in)
   bool holds_credit = false;  ///< counted in Node::Impl::data_in_flight
   Status local_status = Status::ok;
   Status reply_status = Status::ok;
@@ -154,7 +154,8 @@ struct Buffer {
 /// the arrivals ahead of it. A marker (handle null) stands for a resume or
 /// drop control that owes only an ack when it reaches the head.
 struct Held {
-  core::Incoming* handle = nullptr;
+  core::Incoming* handle = nullptr;  ///< null: resume/drop controls owed an ack
+  std::uint32_t controls = 0;        ///< consecutive controls merged here
   wire::PortHeader header{};
   std::int64_t since_ns = 0;
   Held* next = nullptr;
@@ -286,6 +287,9 @@ class Port::Impl {
   /// The core's gate to `node_id` failed: every op waiting for its answer
   /// there fails unreachable (once per connection, G10).
   void on_peer_failed(std::uint32_t node_id) noexcept;
+  /// Receiving side of a peer's failure: its held arrivals give their core
+  /// messages back (nobody is left to answer) and its streams start over.
+  void forget_streams_of(std::uint32_t node_id) noexcept;
   void fail_unanswered(Connection* c) noexcept;
   void close_sender() noexcept;
 
@@ -451,7 +455,7 @@ class Node::Impl final : public core::Client {
     const std::uint32_t credits = core.credit_limit(node);
     return credits > 1 ? credits - 1 : 1;
   }
-  std::shared_ptr<void> keep_alive;     ///< the bootstrap of Node::create()
+  std::shared_ptr<void> keep_alive;  ///< the bootstrap of Node::create()
 };
 
 }  // namespace pier::port

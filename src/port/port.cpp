@@ -1,5 +1,6 @@
 // pier::port: a port's set-up, its event queue (receive, blocking receive,
 // unknown), alarms, and the public facade.
+#include <algorithm>
 #include <bit>
 #include <thread>
 
@@ -26,12 +27,22 @@ inline const config::IntKey connections_key{"PORT_CONNECTIONS", 1024, 1, 1 << 20
                                             "(priority, node, port) targets a port can send to"};
 inline const config::IntKey streams_key{"PORT_STREAMS", 1024, 1, 1 << 20,
                                         "(priority, node, port) sources a port tracks at once"};
-inline const config::IntKey held_key{"PORT_HELD", 1024, 1, 1 << 20,
-                                     "arrivals a port holds while they wait for a buffer"};
+inline const config::IntKey held_key{
+    "PORT_HELD", 1024, 1, 1 << 20,
+    "arrivals a port holds while they wait for a buffer (raised to 2 x CORE_RECV_MSGS + 1)"};
 inline const config::IntKey alarms_key{"PORT_ALARMS", 64, 1, 65536,
                                        "alarms a port can have set at once"};
 inline const config::IntKey regions_key{"PORT_REGIONS", 64, 1, 4096,
                                         "memory ranges a port can register for put and get"};
+
+/// Each held arrival keeps a core receive message state, and consecutive
+/// controls share one entry behind it, so a pool of twice the core's states
+/// (plus one) is never exhausted: an arrival is never answered ahead of
+/// older ones of its stream for want of an entry.
+std::size_t held_capacity(const core::Core& core) {
+  const std::size_t needed = 2 * std::size_t{core.settings().recv_msgs} + 1;
+  return std::max(static_cast<std::size_t>(held_key.get()), needed);
+}
 
 constexpr std::uint64_t alarm_magic = 0x7069'6572'616c'726dULL;  // "pieralrm"
 constexpr std::int64_t check_period_ns = 10'000'000;
@@ -107,9 +118,9 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id)
       buffers(recv_total),
       streams(static_cast<std::size_t>(streams_key.get())),
       stream_index(static_cast<std::size_t>(streams_key.get())),
-      helds(static_cast<std::size_t>(held_key.get())),
+      helds(held_capacity(node.core)),
       // Every held arrival and every op answers at most one reply or control.
-      replies(static_cast<std::size_t>(held_key.get()) + send_total + recv_total + 64),
+      replies(held_capacity(node.core) + send_total + recv_total + 64),
       alarms(static_cast<std::size_t>(alarms_key.get())) {
   ranges.resize(static_cast<std::size_t>(regions_key.get()));
   live_conns.reserve(conns.capacity());

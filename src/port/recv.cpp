@@ -330,6 +330,7 @@ void Port::Impl::hold(Stream* s, core::Incoming* handle, const wire::PortHeader&
     return;
   }
   x->handle = handle;
+  x->controls = handle == nullptr ? 1 : 0;
   x->header = h;
   x->since_ns = base::now_ns();
   s->held.push(x);
@@ -351,8 +352,12 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
     (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
     if (s->suspended > 0) --s->suspended;
     if (h.kind == wire::PortKind::drop) drop_held(s);
+    // Answered in stream order, behind what is held; consecutive controls
+    // share one entry, so a peer repeating them cannot fill the pool.
     if (s->held.empty())
       owe_ack(s);
+    else if (s->held.tail->handle == nullptr)
+      ++s->held.tail->controls;
     else
       hold(s, nullptr, h);
     if (s->suspended == 0 && s->held.head) s->held.head->since_ns = base::now_ns();
@@ -367,7 +372,7 @@ void Port::Impl::drop_held(Stream* s) noexcept {
   while (Held* x = s->held.pop()) {
     --waiting;
     if (x->handle == nullptr) {
-      owe_ack(s);
+      for (std::uint32_t i = 0; i < x->controls; ++i) owe_ack(s);
     } else {
       (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
       flush_stream(s);
@@ -382,7 +387,8 @@ bool Port::Impl::serve_head(Stream* s) noexcept {
   Held* x = s->held.head;
   if (s->suspended > 0 || x == nullptr) return false;
   if (x->handle != nullptr && !deliver(s, x->handle, x->header)) return false;
-  if (x->handle == nullptr) owe_ack(s);
+  if (x->handle == nullptr)
+    for (std::uint32_t i = 0; i < x->controls; ++i) owe_ack(s);
   s->held.pop();
   helds.release(x);
   --waiting;
@@ -408,6 +414,19 @@ void Port::Impl::serve_streams() noexcept {
   }
 }
 
+void Port::Impl::forget_streams_of(std::uint32_t node_id) noexcept {
+  for (Stream* s : live_streams) {
+    if (s->node != node_id) continue;
+    while (Held* x = s->held.pop()) {
+      if (x->handle != nullptr) (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+      helds.release(x);
+      --waiting;
+    }
+    s->suspended = 0;
+    s->owed_acks = 0;  // flush_acks() finds nothing to send to the dead
+  }
+}
+
 void Port::Impl::on_slot_finalized(Slot* slot, Status s) noexcept {
   --pinned;
   if (slot->region.handle) {
@@ -425,7 +444,7 @@ void Port::Impl::close_receiver() noexcept {
     flush_stream(s);
     while (Held* x = s->held.pop()) {
       if (x->handle == nullptr) {
-        (void)send_answer(s->priority, s->node, s->port, wire::PortKind::ack, 1);
+        (void)send_answer(s->priority, s->node, s->port, wire::PortKind::ack, x->controls);
       } else {
         (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
         (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,

@@ -403,6 +403,7 @@ void Port::Impl::fail_unanswered(Connection* c) noexcept {
 void Port::Impl::on_peer_failed(std::uint32_t node_id) noexcept {
   for (Connection* c : live_conns)
     if (c->node == node_id) fail_unanswered(c);
+  forget_streams_of(node_id);
 }
 
 void Port::Impl::close_sender() noexcept {

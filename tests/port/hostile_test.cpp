@@ -208,16 +208,15 @@ wire::PortHeader random_port_header(std::mt19937_64& rng, std::uint64_t window) 
 TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   config::ScopedSet timeout("PORT_SEND_TIMEOUT_MS", "50");
-  // The raw peer does not limit what it has in flight the way ports do, so
-  // the target holds at most 16 of its arrivals (more are answered
-  // timeout): suspended streams never take every credit of the gate.
-  config::ScopedSet held("PORT_HELD", "16");
+  // Rank 0 is hostile; rank 2 a bystander whose message must get through.
   std::vector<std::unique_ptr<core::Core>> cores;
-  for (core::Rank r = 0; r < 2; ++r) cores.push_back(std::move(*core::Core::create(r, 2)));
-  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
+  for (core::Rank r = 0; r < 3; ++r) cores.push_back(std::move(*core::Core::create(r, 3)));
+  std::vector<std::vector<std::byte>> addresses;
+  for (auto& c : cores) addresses.push_back(c->address());
   for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
-  Raw raw(*cores[0]);
+  Raw raw(*cores[0]), bystander(*cores[2]);
   ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
+  ASSERT_EQ(cores[2]->attach(wire::Upper::port, &bystander, wire::PortHeader::size), Status::ok);
   auto node = Node::attach(*cores[1]);
   ASSERT_TRUE(node);
   {
@@ -243,6 +242,7 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
       for (int i = 0; i < rounds; ++i) {
         b.step();
         (void)cores[0]->progress();
+        (void)cores[2]->progress();
       }
       // What failed is resumed or dropped (one call per failure, G10).
       for (; seen < b.completions.size(); ++seen) {
@@ -288,31 +288,31 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
       std::size_t length = 0;
       if (carries)
         length = pick(8) == 0 ? pick(300) : std::min<std::size_t>(h.length, source.size());
-      // The core pushes back while the port holds arrivals: progress, retry.
+      // The core pushes back while the port holds arrivals: progress and
+      // retry a while. The raw peer keeps no count of what it has in flight
+      // as ports do, so it may fill every credit of a priority with arrivals
+      // held behind failures it never resumes: its own stall, then skipped.
       Status st = Status::no_resource;
-      for (int k = 0; k < 100000 && st == Status::no_resource; ++k) {
+      for (int k = 0; k < 200 && st == Status::no_resource; ++k) {
         st = raw.send_from(bytes, h.priority, h.sending_port, h.receiving_port, &*source_region,
                            length);
         if (st == Status::no_resource) pump(1);
       }
-      ASSERT_EQ(st, Status::ok) << to_string(st);
+      ASSERT_TRUE(st == Status::ok || st == Status::no_resource) << to_string(st);
       pump(3);
     }
     EXPECT_GT(encoded, 2500);
     pump(2000);
-    // A stream the random traffic never uses (port 9) is served as if nothing
-    // happened. (The random ports stay few: a peer that leaves more streams
-    // suspended than PORT_STREAMS fills the table, and new streams from it
-    // then time out at once.)
+    // Another peer is served as if nothing happened.
     wire::PortHeader good;
     good.kind = wire::PortKind::send;
     good.size_class = 4;
-    good.sending_port = 9;
+    good.sending_port = 1;
     good.receiving_port = 2;
     good.length = 8;
     std::vector<std::byte> eight = pattern(8, 1);
     const std::size_t before = b.received.size();
-    ASSERT_EQ(raw.send(good, &eight), Status::ok);
+    ASSERT_EQ(bystander.send(good, &eight), Status::ok);
     for (int i = 0; i < 20000 && b.received.size() == before; ++i) pump(1);
     ASSERT_GT(b.received.size(), before);
     EXPECT_EQ(b.received.back().data, eight);
@@ -356,6 +356,67 @@ TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
     ASSERT_EQ(b.port->resume_sending(Priority::low, 0, 1, Driver::on_sent, Driver::id(8)),
               Status::ok);
     ++b.outstanding_sends;
+  }
+  node->reset();
+  cores.clear();
+}
+
+/// Resumes repeated behind a held arrival share one held entry (each is
+/// still answered, in order); and when the peer dies, what the port held of
+/// it gives its core messages back instead of keeping them for ever.
+TEST(PortHostile, RepeatedControlsShareAnEntryAndADeadPeersArrivalsAreReleased) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet held("PORT_HELD", "1");  // raised to 2 x CORE_RECV_MSGS + 1
+  std::vector<std::unique_ptr<core::Core>> cores;
+  for (core::Rank r = 0; r < 2; ++r) cores.push_back(std::move(*core::Core::create(r, 2)));
+  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
+  for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
+  auto raw = std::make_unique<Raw>(*cores[0]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, raw.get(), wire::PortHeader::size), Status::ok);
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    auto pump = [&] {
+      b.step();
+      if (cores[0]) (void)cores[0]->progress();
+    };
+    wire::PortHeader send;
+    send.kind = wire::PortKind::send;
+    send.size_class = 4;
+    send.sending_port = 1;
+    send.receiving_port = 2;
+    send.length = 8;
+    std::vector<std::byte> eight = pattern(8, 1);
+    ASSERT_EQ(raw->send(send, &eight), Status::ok);  // no buffer: held
+    wire::PortHeader resume;
+    resume.kind = wire::PortKind::resume;
+    resume.sending_port = 1;
+    resume.receiving_port = 2;
+    for (int i = 0; i < 50; ++i) ASSERT_EQ(raw->send(resume), Status::ok);
+    for (int i = 0; i < 200; ++i) pump();
+    EXPECT_TRUE(raw->answers.empty());  // all behind the held send
+    // A buffer comes: the send and then the 50 controls are answered.
+    std::vector<std::byte> buf = buffer_for(4);
+    ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+    std::uint64_t acked = 0;
+    for (int i = 0; i < 5000 && acked < 51; ++i) {
+      pump();
+      acked = 0;
+      for (auto& a : raw->answers)
+        if (a.kind == wire::PortKind::ack) acked += a.tag;
+    }
+    EXPECT_EQ(acked, 51u);
+    ASSERT_EQ(b.received.size(), 1u);
+    // Two more sends are held; then rank 0 dies.
+    ASSERT_EQ(raw->send(send, &eight), Status::ok);
+    ASSERT_EQ(raw->send(send, &eight), Status::ok);
+    for (int i = 0; i < 200; ++i) pump();
+    EXPECT_EQ(cores[1]->stats().recv_msgs_live, 2u);
+    raw.reset();
+    cores[0].reset();
+    for (int i = 0; i < 20000 && cores[1]->stats().recv_msgs_live != 0; ++i) pump();
+    EXPECT_EQ(cores[1]->stats().recv_msgs_live, 0u);
   }
   node->reset();
   cores.clear();
