@@ -207,6 +207,11 @@ Status Port::Impl::register_range(void* ptr, std::size_t len) noexcept {
 Status Port::Impl::deregister_range(void* ptr, std::size_t len) noexcept {
   for (auto& r : ranges) {
     if (!r.used || r.region.base != ptr || r.region.extent != len) continue;
+    // A get reply from it still waiting for core room would fail to post
+    // and leave its get unanswered; the core refuses a region in flight.
+    for (const Reply* q = reply_retry.head; q != nullptr; q = q->next)
+      if (q->kind == wire::PortKind::get_reply && q->region.handle == r.region.handle)
+        return Status::in_use;
     if (Status s = core().invalidate(r.region); s != Status::ok) return s;
     r.used = false;
     return Status::ok;

@@ -117,6 +117,33 @@ TEST(Ports, AnswersWaitingForCoreRoomStillGoAfterThePortCloses) {
   EXPECT_EQ(a.completions[0].status, Status::ok);
 }
 
+// The same back-pressure keeps a get reply waiting for core room: the
+// memory it reads cannot be deregistered meanwhile (in_use), so the get is
+// answered with its data once the room comes.
+TEST(Ports, MemoryAGetReplyWaitsOnStaysRegistered) {
+  config::ScopedSet msgs("CORE_SEND_MSGS", "2"), timeout("PORT_SEND_TIMEOUT_MS", "200");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1), b(*w.nodes[1], 2);
+  std::vector<std::byte> big = pattern(1 << 20, 3), window = pattern(64, 5), into(64);
+  ASSERT_EQ(b.port->register_memory(window.data(), window.size()), Status::ok);
+  for (std::uintptr_t i = 0; i < 2; ++i)
+    ASSERT_EQ(b.send(big.data(), big.size(), Priority::low, 0, 1, 10 + i), Status::ok);
+  run_for({&a, &b}, 20);
+  ASSERT_EQ(a.port->get(reinterpret_cast<std::uintptr_t>(window.data()), into.data(), 64,
+                        Priority::low, 1, 2, Driver::on_sent, Driver::id(1)),
+            Status::ok);
+  ++a.outstanding_sends;
+  run_for({&a, &b}, 20);
+  EXPECT_TRUE(a.completions.empty());  // the reply waits for room at node 1
+  EXPECT_EQ(b.port->deregister_memory(window.data(), window.size()), Status::in_use);
+  ASSERT_TRUE(run_until({&a, &b}, [&] { return a.completions.size() == 1; }));
+  EXPECT_EQ(a.completions[0].status, Status::ok);
+  EXPECT_EQ(into, window);
+  run_for({&a, &b}, 20);
+  EXPECT_EQ(b.port->deregister_memory(window.data(), window.size()), Status::ok);
+}
+
 // A Node can go while its core lives on (the core detaches it): arrivals it
 // held are cleaned from the wire, and a new Node on the same core works.
 TEST(Ports, ANodeGoesWhileItsCoreLivesOn) {
