@@ -35,8 +35,8 @@ struct Raw final : core::Client {
 class Hostile : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (core::Rank r = 0; r < 2; ++r) {
-      auto c = core::Core::create(r, 2);
+    for (core::Rank r = 0; r < ranks_; ++r) {
+      auto c = core::Core::create(r, ranks_);
       ASSERT_TRUE(c) << to_string(c.status());
       cores_.push_back(std::move(*c));
     }
@@ -139,6 +139,7 @@ class Hostile : public ::testing::Test {
     return h;
   }
 
+  core::Rank ranks_ = 2;  ///< the LIB is rank 1, the raw peer rank 0
   std::vector<std::unique_ptr<core::Core>> cores_;
   std::unique_ptr<Raw> raw_;
   std::unique_ptr<Lib> lib_;
@@ -238,6 +239,59 @@ TEST_F(Hostile, PartialElementsAndForgedInitiatorsAreRefused) {
   EXPECT_EQ(answer_for(13).ni_fail, wire::NiFail::op_violation);
   EXPECT_EQ(answer_for(14).ni_fail, wire::NiFail::dropped);
   EXPECT_TRUE(drained());
+}
+
+/// A third rank sends puts that want acks and then never progresses again,
+/// so it returns no credits: the LIB's answers to it wait in the core's
+/// queue for that peer. Answers to rank 0 must not wait behind them.
+class HostileThree : public Hostile {
+ protected:
+  HostileThree() { ranks_ = 3; }
+};
+
+TEST_F(HostileThree, APeerThatReturnsNoCreditsHoldsUpOnlyItsOwnAnswers) {
+  Raw silent(*cores_[2]);
+  ASSERT_EQ(cores_[2]->attach(wire::Upper::portals, &silent, wire::PortalsHeader::size),
+            Status::ok);
+  std::array<std::byte, 8> data{};
+  auto region = cores_[2]->validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  const std::uint32_t grant = cores_[1]->credit_limit(2);
+  for (std::uint32_t i = 0; i < grant + 8; ++i) {
+    auto h = put(8, 1000 + i);
+    h.initiator_nid = 2;
+    std::array<std::byte, wire::PortalsHeader::size> bytes{};
+    ASSERT_TRUE(wire::encode(h, bytes));
+    core::SendArgs a;
+    a.peer = 1;
+    a.upper = wire::Upper::portals;
+    a.header = bytes;
+    a.region = &*region;
+    a.length = 8;
+    Status st = cores_[2]->send(a);
+    for (int k = 0; k < 1000 && st == Status::no_resource; ++k) {
+      (void)cores_[1]->progress();
+      (void)cores_[2]->progress();
+      st = cores_[2]->send(a);
+    }
+    ASSERT_EQ(st, Status::ok);
+    (void)cores_[1]->progress();
+  }
+  // Rank 2 stops here. Rank 1 answers until its credits to rank 2 are gone.
+  for (int k = 0; k < 2000; ++k) (void)cores_[1]->progress();
+  EXPECT_EQ(cores_[1]->gate_info(2)->credits[1], 0u);  // answers to rank 2 wait
+  send(put(8, 7), 8);
+  for (int k = 0; k < 20000 && raw_->answers.empty(); ++k) {
+    (void)cores_[0]->progress();
+    (void)cores_[1]->progress();
+  }
+  ASSERT_EQ(raw_->answers.size(), 1u);
+  EXPECT_EQ(answer_for(7).ni_fail, wire::NiFail::ok);
+  // Rank 2 comes back: its answers leave too, and nothing stays behind.
+  for (int k = 0; k < 20000 && silent.answers.size() < grant + 8; ++k)
+    for (auto& c : cores_) (void)c->progress();
+  EXPECT_EQ(silent.answers.size(), grant + 8);
+  (void)cores_[2]->detach(wire::Upper::portals, &silent);
 }
 
 /// A header of any kind with fields drawn mostly from the ranges that reach
