@@ -436,8 +436,12 @@ Status Core::Impl::deliver(Gate& gate, const wire::FrameHeader& h,
   if (!in.rendezvous && in.slot < 0 && in.length > 0) {
     int s = gate.take_slot();
     if (s < 0) {
+      // The driver's buffer goes back now: the payload is lost, and the
+      // later recv() copies nothing and ends the message as failed.
       PIER_LOG(error, "core", "rank {} overran its credits: no slot for a deferred packet",
                gate.peer);
+      in.payload = nullptr;
+      in.status = Status::malformed;
       return Status::malformed;
     }
     std::memcpy(gate.slot(s), in.payload, in.length);

@@ -171,6 +171,12 @@ Status Core::Impl::eager_arrival(Gate& gate, const wire::FrameHeader& h,
     gate.give_slot(slot);
     return Status::malformed;
   }
+  // A packet the client defers moves into a slot; a peer honouring its
+  // credits always leaves one free (slots are twice the grant).
+  if (slot < 0 && gate.free_slots.empty()) {
+    PIER_LOG(error, "core", "rank {} overran its credits: no slot left", gate.peer);
+    return Status::malformed;
+  }
   Incoming* in = recvs_.acquire();
   if (in == nullptr) {
     gate.give_slot(slot);
@@ -187,6 +193,10 @@ Status Core::Impl::eager_arrival(Gate& gate, const wire::FrameHeader& h,
 Status Core::Impl::eager_recv(Incoming& in, void* cookie, std::byte* dest,
                               std::size_t mlen) noexcept {
   in.cookie = cookie;
+  if (in.payload == nullptr && in.length > 0) {  // lost when it was deferred
+    complete_recv(in, in.status != Status::ok ? in.status : Status::malformed);
+    return Status::ok;
+  }
   if (mlen) std::memcpy(dest, in.payload, mlen);
   // The rest (rlen - mlen) is already off the wire: it came in this packet.
   complete_recv(in, Status::ok);

@@ -65,6 +65,9 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
   const wire::FrameHeader& h = *frame;
   if (h.payload_length != bytes.size() - wire::FrameHeader::size) return Status::malformed;
   if (h.source_endpoint != gate.peer) return Status::malformed;
+  // Never more than we advertised (our receive capacity): a deferred or
+  // stashed packet is copied into a slot of that size.
+  if (bytes.size() > gate.slot_bytes) return Status::malformed;
   const auto payload = bytes.subspan(wire::FrameHeader::size);
   if (h.type == wire::PacketType::data || h.type == wire::PacketType::driver_local)
     return Status::malformed;  // the core sends neither on a small track
@@ -85,7 +88,7 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
       }
     if (p.stash.size() == p.stash.capacity()) return Status::malformed;
     const int slot = gate.take_slot();
-    if (slot < 0 || bytes.size() > gate.slot_bytes) return Status::malformed;
+    if (slot < 0) return Status::malformed;
     std::memcpy(gate.slot(slot), bytes.data(), bytes.size());
     if (p.stash.empty()) p.stash_since_ns = base::now_ns();
     p.stash.push_back({h.sequence, slot, bytes.size()});

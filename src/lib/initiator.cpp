@@ -165,6 +165,8 @@ int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
     ptl_size_t limit = fn == AtomicFn::atomic ? l.max_atomic_size : l.max_fetch_atomic_size;
     if (mv.length > limit) return PTL_ARG_INVALID;  // R-L2
     std::size_t element = datatype_size(mv.atomic_type);
+    // Whole elements only (the target refuses a part of one).
+    if (mv.length % element != 0) return PTL_ARG_INVALID;
     if (mv.atomic_op >= PTL_CSWAP && mv.length > element) return PTL_ARG_INVALID;
   }
   auto peer = rank_of(ni, mv.target);

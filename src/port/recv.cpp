@@ -390,7 +390,9 @@ void Port::Impl::drop_held(Stream* s) noexcept {
 
 bool Port::Impl::serve_head(Stream* s) noexcept {
   Held* x = s->held.head;
-  if (s->suspended > 0 || x == nullptr) return false;
+  // Controls at the head are answered even while suspended: everything
+  // before them is, so the answers keep their order.
+  if (x == nullptr || (s->suspended > 0 && x->handle != nullptr)) return false;
   if (x->handle != nullptr && !deliver(s, x->handle, x->header)) return false;
   if (x->handle == nullptr)
     for (std::uint32_t i = 0; i < x->controls; ++i) owe_ack(s);

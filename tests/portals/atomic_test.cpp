@@ -111,6 +111,10 @@ TEST_P(Atomics, R_A1_LegalityTable) {
   EXPECT_EQ(call(PTL_SWAP, PTL_INT32_T), PTL_ARG_INVALID);  // swap family: PtlSwap only
   EXPECT_EQ(call(PTL_OP_LAST, PTL_INT32_T), PTL_ARG_INVALID);
   EXPECT_EQ(call(PTL_SUM, PTL_DATATYPE_LAST), PTL_ARG_INVALID);
+  // Whole elements only: 6 bytes are one and a half int32.
+  EXPECT_EQ(
+      PtlAtomic(put_md_, 0, 6, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, PTL_SUM, PTL_INT32_T),
+      PTL_ARG_INVALID);
   alignas(16) unsigned char operand[32] = {};
   EXPECT_EQ(PtlSwap(get_md_, 0, put_md_, 0, 8, self_, pt_, 0, 0, nullptr, 0, &operand, PTL_SUM,
                     PTL_INT64_T),

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cluster.hpp"
+#include "core/address.hpp"
 
 namespace pier::core::test {
 namespace {
@@ -221,6 +222,47 @@ TEST(Fault, CorruptedPacketsNeverCrashNorHang) {
       }
     }
   }
+}
+
+/// A peer that sends bigger small packets than we advertised (here: told a
+/// larger receive capacity than rank 1 has) is failed: a deferred packet
+/// would be copied into a slot of the advertised size.
+TEST(Hostile, PacketsBeyondTheAdvertisedCapacityFailThePeer) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet eager("CORE_EAGER_LIMIT", "4k");
+  std::vector<std::unique_ptr<Core>> cores;
+  for (Rank r = 0; r < 2; ++r) cores.push_back(std::move(*Core::create(r, 2)));
+  std::vector<std::vector<std::byte>> truth{cores[0]->address(), cores[1]->address()};
+  auto lie = decode_address(truth[1]);
+  ASSERT_TRUE(lie);
+  lie->recv_capacity = 32 * 1024;
+  for (auto& u : lie->urls) u.recv_capacity = 32 * 1024;
+  std::vector<std::vector<std::byte>> told{truth[0], encode_address(*lie)};
+  ASSERT_EQ(cores[0]->connect(told), Status::ok);
+  ASSERT_EQ(cores[1]->connect(truth), Status::ok);
+  Recorder tx(*cores[0]), rx(*cores[1]);
+  rx.defer = true;  // deferred: the packet would move into a slot
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &tx, header_size), Status::ok);
+  ASSERT_EQ(cores[1]->attach(wire::Upper::port, &rx, header_size), Status::ok);
+  std::vector<std::byte> data = pattern(16 * 1024, 1);
+  auto region = cores[0]->validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  std::array<std::byte, header_size> header{};
+  SendArgs a;
+  a.peer = 1;
+  a.upper = wire::Upper::port;
+  a.header = header;
+  a.region = &*region;
+  a.length = data.size();
+  a.cookie = cookie(1);
+  ASSERT_EQ(cores[0]->send(a), Status::ok);
+  auto deadline = base::Deadline::after_ms(10000);
+  while (cores[1]->gate_status(0) == Status::ok && !deadline.expired())
+    for (auto& c : cores) (void)c->progress();
+  EXPECT_EQ(cores[1]->gate_status(0), Status::malformed);
+  EXPECT_TRUE(rx.parsed.empty());
+  (void)cores[0]->detach(wire::Upper::port, &tx);
+  (void)cores[1]->detach(wire::Upper::port, &rx);
 }
 
 /// Death of the only rail at operation n, for every n through a workload
