@@ -104,6 +104,7 @@ Status ShmInstance::start_connector() noexcept {
     return seg.status();
   }
   write_header(seg->map.data(), h);
+  layout_ = h;
   seg_ = std::move(seg->map);
   segment_fd_ = std::move(seg->fd);
   Result<Fd> sock = seqpacket_socket();
@@ -142,7 +143,7 @@ Status ShmInstance::send_hello() noexcept {
   hello_sent_ = true;
   reply_pending_ = true;
   max_packet_ = ctx_->settings().max_packet;
-  attach_rings(true);
+  attach_rings(true, layout_);
   phase_ = Phase::connected;
   return Status::ok;
 }
@@ -168,9 +169,9 @@ void ShmInstance::probe_single_copy() noexcept {
                         "); large packets are copied through the cells");
 }
 
-void ShmInstance::attach_rings(bool connector) noexcept {
-  SegmentHeader h;
-  (void)read_header(seg_.data(), h);
+void ShmInstance::attach_rings(bool connector, const SegmentHeader& h) noexcept {
+  // `h` is what we wrote (connector) or checked (acceptor): the segment's
+  // own header is shared with the peer, who may rewrite it at any time.
   RingView v[2];
   for (int d = 0; d < 2; ++d) {
     v[d].cells =
@@ -213,7 +214,7 @@ void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
     return;
   }
   max_packet_ = hello.max_packet;
-  attach_rings(false);
+  attach_rings(false, h);
   phase_ = Phase::connected;
   PIER_LOG(debug, "shm", "connected to pid {} (track {}, single copy {})", peer_pid_,
            static_cast<int>(track_), cma_ok_);

@@ -84,7 +84,7 @@ class ShmInstance final : public driver::Instance {
   driver::Clock::time_point call_back_at_{};
   /// Decides cma_ok_ by a real process_vm_readv of the peer's probe word.
   void probe_single_copy() noexcept;
-  void attach_rings(bool connector) noexcept;
+  void attach_rings(bool connector, const SegmentHeader& h) noexcept;
   void fail(Status why) noexcept;
   /// Turns a peer death seen by drain_socket() into the instance's failure.
   void absorb_gone() noexcept {
@@ -182,6 +182,7 @@ class ShmInstance final : public driver::Instance {
   bool in_frag_ = false;       ///< a fragmented packet is half consumed
   bool discard_frag_ = false;  ///< ...and belongs to a canceled receive
   std::uint64_t token_ = 0;    ///< rdv token of the posted receive, 0 if none
+  SegmentHeader layout_{};     ///< the segment header we wrote (connector)
   std::uint64_t next_token_ = 1;
   bool buf_out_ = false;  ///< a recv_poll() buffer not yet released
   std::byte* buf_ptr_ = nullptr;

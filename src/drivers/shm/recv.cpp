@@ -137,7 +137,7 @@ Status ShmInstance::progress_recv() noexcept {
       }
       case Kind::rdv_split: {
         Result<Split> sp = decode_split(std::span<const std::byte>(r.payload, r.len));
-        if (!sp || posted_ == nullptr || in_frag_ || sp->token != token_) break;
+        if (!sp || posted_ == nullptr || in_frag_ || token_ == 0 || sp->token != token_) break;
         const bool pulled = pull_split(*sp);
         // seq_cst, then the sleepers load: the sender may sleep waiting for it.
         rx_.ctl_word(ctl_rdv_accept)
@@ -151,7 +151,11 @@ Status ShmInstance::progress_recv() noexcept {
       }
       case Kind::rdv_done: {
         Result<Done> d = decode_done(std::span<const std::byte>(r.payload, r.len));
-        if (!d || posted_ == nullptr || in_frag_ || d->token != token_) break;
+        // Our token (never 0) and no more than the receive holds: the
+        // peer wrote the length.
+        if (!d || posted_ == nullptr || in_frag_ || token_ == 0 || d->token != token_ ||
+            d->written > posted_->size() || d->written > d->total)
+          break;
         consume(r.lines);
         posted_->length = d->written;
         return complete_recv(d->total > d->written ? Status::truncated : Status::ok);
@@ -208,8 +212,19 @@ Status ShmInstance::recv_poll(driver::Packet& pkt) {
       consume(r.lines);
       continue;
     }
-    // Fragments and single-copy completions need a posted receive.
-    if (r.kind != Kind::packet) return Status::in_progress;
+    if (r.kind != Kind::packet) {
+      // A small track carries whole packets only (max_packet fits a
+      // quarter ring), so a fragment or a single-copy record there is out of
+      // protocol: waiting for a posted receive would wait for ever.
+      if (track_ == driver::Track::small) {
+        PIER_LOG(warn, "shm", "unexpected record kind {} on a small track from pid {}",
+                 static_cast<int>(r.kind), remote_.pid);
+        fail(Status::broken);
+        return Status::broken;
+      }
+      if (phase_ == Phase::failed) return fail_;
+      return Status::in_progress;  // fragments and single-copy completions need a posted receive
+    }
     pkt.form = driver::Packet::Form::buffer;
     pkt.buf = r.payload;
     pkt.buf_len = r.len;

@@ -2,6 +2,7 @@
 // then writes nonsense: the driver answers broken, never crashes or hangs.
 #include "helpers.hpp"
 
+#include "base/config.hpp"
 #include "drivers/shm/codec.hpp"
 #include "drivers/shm/ring.hpp"
 #include "drivers/shm/sys.hpp"
@@ -106,6 +107,45 @@ TEST(ShmHostile, UnknownKindAndOutOfProtocolRecordsBreakTheInstance) {
     const std::uint64_t junk[3] = {12345, 1, 2};  // a done record for no token of ours
     fake.write_record(0, 24, kind, junk, sizeof junk);
     EXPECT_EQ(inst->recv_wait(r, after_ms(5000)), Status::broken) << int{kind};
+  }
+}
+
+TEST(ShmHostile, ADoneRecordForAReceiveWithoutTokenOrTooLongBreaksTheInstance) {
+  // A posted receive without rendezvous data (single copy off here) has
+  // token 0: a done record naming token 0 must not complete it, nor may any
+  // claim more bytes than the receive holds (it completed ok with length
+  // 2^40).
+  config::ScopedSet cma("SHM_CMA", "0");
+  const std::uint64_t records[][3] = {{0, std::uint64_t{1} << 40, std::uint64_t{1} << 40},
+                                      {0, 8, 8}};
+  for (const auto& rec : records) {
+    Side real = make_side();
+    FakePeer fake(real);
+    auto inst = open(real, Track::large);
+    ASSERT_EQ(connect_to_fake(*inst, Track::large, fake, real), Status::ok);
+    std::vector<std::byte> buf(64);
+    ::iovec iov{buf.data(), buf.size()};
+    Packet r;
+    r.set_iovec(&iov, 1);
+    ASSERT_EQ(inst->recv_post(r), Status::in_progress);
+    fake.write_record(0, 24, static_cast<std::uint8_t>(Kind::rdv_done), rec, sizeof rec);
+    EXPECT_EQ(inst->recv_wait(r, after_ms(5000)), Status::broken) << rec[1];
+  }
+}
+
+TEST(ShmHostile, FragmentsOrRendezvousRecordsOnASmallTrackBreakTheInstance) {
+  // A small track carries whole packets; a receive there would otherwise
+  // wait for ever for a posted receive that never comes.
+  for (Kind kind : {Kind::frag, Kind::rdv_done, Kind::rdv_split}) {
+    Side real = make_side();
+    FakePeer fake(real);
+    auto inst = open(real, Track::small);
+    ASSERT_EQ(connect_to_fake(*inst, Track::small, fake, real), Status::ok);
+    const std::uint64_t junk[3] = {1, 2, 3};
+    fake.write_record(0, 24, static_cast<std::uint8_t>(kind), junk, sizeof junk);
+    Packet r;
+    EXPECT_EQ(inst->recv_poll(r), Status::broken) << static_cast<int>(kind);
+    EXPECT_EQ(inst->recv_poll(r), Status::broken);
   }
 }
 
