@@ -98,8 +98,7 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
               rlength >= e->buffer.length - std::min(e->local_offset, e->buffer.length)
                   ? e->buffer.length
                   : e->local_offset + rlength;
-          if (e->min_free != 0 && (e->local_offset > e->buffer.length ||
-                                   e->buffer.length - e->local_offset < e->min_free)) {
+          if (e->min_free != 0 && e->buffer.length - e->local_offset < e->min_free) {
             entry_auto_unlink(e, true);
             return PTL_OK;
           }

@@ -154,8 +154,8 @@ struct Buffer {
 /// the arrivals ahead of it. A marker (handle null) stands for a resume or
 /// drop control that owes only an ack when it reaches the head.
 struct Held {
-  core::Incoming* handle = nullptr;  ///< null: resume/drop controls owed an ack
-  std::uint32_t controls = 0;        ///< consecutive controls merged here
+  core::Incoming* handle = nullptr;
+  std::uint32_t controls = 0;  ///< a marker: how many consecutive controls it stands for
   wire::PortHeader header{};
   std::int64_t since_ns = 0;
   Held* next = nullptr;
@@ -386,7 +386,7 @@ class Port::Impl {
                      const core::Region* region = nullptr, std::size_t offset = 0,
                      std::uint32_t length = 0) noexcept;
   void nack(Stream* s, Status why) noexcept;
-  void owe_ack(Stream* s) noexcept;
+  void owe_ack(Stream* s, std::uint32_t count = 1) noexcept;
 
  private:
   Status post(Op* op) noexcept;

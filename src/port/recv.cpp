@@ -124,8 +124,8 @@ void Port::Impl::retry_replies() noexcept {
   }
 }
 
-void Port::Impl::owe_ack(Stream* s) noexcept {
-  ++s->owed_acks;
+void Port::Impl::owe_ack(Stream* s, std::uint32_t count) noexcept {
+  s->owed_acks += count;
   if (!s->on_ack_list) {
     s->on_ack_list = true;
     s->next = ack_head;
@@ -377,7 +377,7 @@ void Port::Impl::drop_held(Stream* s) noexcept {
   while (Held* x = s->held.pop()) {
     --waiting;
     if (x->handle == nullptr) {
-      for (std::uint32_t i = 0; i < x->controls; ++i) owe_ack(s);
+      owe_ack(s, x->controls);
     } else {
       (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
       flush_stream(s);
@@ -394,8 +394,7 @@ bool Port::Impl::serve_head(Stream* s) noexcept {
   // before them is, so the answers keep their order.
   if (x == nullptr || (s->suspended > 0 && x->handle != nullptr)) return false;
   if (x->handle != nullptr && !deliver(s, x->handle, x->header)) return false;
-  if (x->handle == nullptr)
-    for (std::uint32_t i = 0; i < x->controls; ++i) owe_ack(s);
+  if (x->handle == nullptr) owe_ack(s, x->controls);
   s->held.pop();
   helds.release(x);
   --waiting;

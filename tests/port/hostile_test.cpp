@@ -58,12 +58,32 @@ class Raw final : public core::Client {
   core::Core& core_;
 };
 
+/// `n` cores over the configured drivers, connected to each other; empty
+/// (with a test failure) when that fails.
+std::vector<std::unique_ptr<core::Core>> connected_cores(core::Rank n) {
+  std::vector<std::unique_ptr<core::Core>> cores;
+  std::vector<std::vector<std::byte>> addresses;
+  for (core::Rank r = 0; r < n; ++r) {
+    auto c = core::Core::create(r, n);
+    if (!c) {
+      ADD_FAILURE() << "core " << r << ": " << to_string(c.status());
+      return {};
+    }
+    addresses.push_back((*c)->address());
+    cores.push_back(std::move(*c));
+  }
+  for (auto& c : cores)
+    if (Status st = c->connect(addresses); st != Status::ok) {
+      ADD_FAILURE() << "connect: " << to_string(st);
+      return {};
+    }
+  return cores;
+}
+
 TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
-  std::vector<std::unique_ptr<core::Core>> cores;
-  for (core::Rank r = 0; r < 2; ++r) cores.push_back(std::move(*core::Core::create(r, 2)));
-  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
-  for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
+  auto cores = connected_cores(2);
+  ASSERT_EQ(cores.size(), 2u);
   Raw raw(*cores[0]);
   ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
   auto node = Node::attach(*cores[1]);
@@ -209,11 +229,8 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   config::ScopedSet timeout("PORT_SEND_TIMEOUT_MS", "50");
   // Rank 0 is hostile; rank 2 a bystander whose message must get through.
-  std::vector<std::unique_ptr<core::Core>> cores;
-  for (core::Rank r = 0; r < 3; ++r) cores.push_back(std::move(*core::Core::create(r, 3)));
-  std::vector<std::vector<std::byte>> addresses;
-  for (auto& c : cores) addresses.push_back(c->address());
-  for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
+  auto cores = connected_cores(3);
+  ASSERT_EQ(cores.size(), 3u);
   Raw raw(*cores[0]), bystander(*cores[2]);
   ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
   ASSERT_EQ(cores[2]->attach(wire::Upper::port, &bystander, wire::PortHeader::size), Status::ok);
@@ -325,10 +342,8 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
 /// the sender reports, not a silent park that would stall the connection.
 TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
-  std::vector<std::unique_ptr<core::Core>> cores;
-  for (core::Rank r = 0; r < 2; ++r) cores.push_back(std::move(*core::Core::create(r, 2)));
-  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
-  for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
+  auto cores = connected_cores(2);
+  ASSERT_EQ(cores.size(), 2u);
   Raw raw(*cores[0]);
   ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
   auto node = Node::attach(*cores[1]);
@@ -367,10 +382,8 @@ TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
 TEST(PortHostile, RepeatedControlsShareAnEntryAndADeadPeersArrivalsAreReleased) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   config::ScopedSet held("PORT_HELD", "1");  // raised to 2 x CORE_RECV_MSGS + 1
-  std::vector<std::unique_ptr<core::Core>> cores;
-  for (core::Rank r = 0; r < 2; ++r) cores.push_back(std::move(*core::Core::create(r, 2)));
-  std::vector<std::vector<std::byte>> addresses{cores[0]->address(), cores[1]->address()};
-  for (auto& c : cores) ASSERT_EQ(c->connect(addresses), Status::ok);
+  auto cores = connected_cores(2);
+  ASSERT_EQ(cores.size(), 2u);
   auto raw = std::make_unique<Raw>(*cores[0]);
   ASSERT_EQ(cores[0]->attach(wire::Upper::port, raw.get(), wire::PortHeader::size), Status::ok);
   auto node = Node::attach(*cores[1]);

@@ -122,6 +122,18 @@ class Hostile : public ::testing::Test {
     return true;
   }
 
+  /// Polls `eq` until it is empty; false if it never empties.
+  bool empty_eq(std::uint32_t eq) {
+    Call poll;
+    poll.handle = ni_;
+    const ptl_handle_eq_t eqs[] = {eq};
+    poll.ptr = eqs;
+    poll.size = 1;
+    for (int k = 0; k < 100; ++k)
+      if (lib_->call(Op::eq_poll, poll).rc == PTL_EQ_EMPTY) return true;
+    return false;
+  }
+
   /// The answer carrying `cookie` (answers come in completion order).
   wire::PortalsHeader answer_for(std::uint64_t cookie) {
     for (const auto& a : raw_->answers)
@@ -392,12 +404,7 @@ TEST_F(Hostile, RandomHeadersNeverCrashAndLeaveNothingBehind) {
       }
       ASSERT_TRUE(drained()) << "batch " << batch;
       // Empty the EQ and enable the portal again (a full EQ disabled it).
-      Call poll;
-      poll.handle = ni_;
-      const ptl_handle_eq_t eqs[] = {eq.handle};
-      poll.ptr = eqs;
-      poll.size = 1;
-      for (int k = 0; lib_->call(Op::eq_poll, poll).rc != PTL_EQ_EMPTY; ++k) ASSERT_LT(k, 100);
+      ASSERT_TRUE(empty_eq(eq.handle));
       Call enable;
       enable.handle = ni_;
       enable.pt_index = 1;
@@ -513,12 +520,7 @@ TEST_F(Hostile, ForgedAnswersToLiveOperationsNeverCrash) {
     }
     ASSERT_TRUE(drained());
     for (std::size_t i = 64; i < local.size(); ++i) ASSERT_EQ(local[i], std::byte{0}) << i;
-    Call poll;
-    poll.handle = ni_;
-    const ptl_handle_eq_t eqs[] = {eq.handle};
-    poll.ptr = eqs;
-    poll.size = 1;
-    for (int k = 0; lib_->call(Op::eq_poll, poll).rc != PTL_EQ_EMPTY; ++k) ASSERT_LT(k, 100);
+    ASSERT_TRUE(empty_eq(eq.handle));
   }
   EXPECT_EQ(cores_[1]->gate_status(0), Status::ok);
 }
