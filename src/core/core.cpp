@@ -47,8 +47,9 @@ inline const config::IntKey credits_key{
     "small packets per peer and priority a sender may have unconsumed at the receiver"};
 inline const config::IntKey send_msgs_key{"CORE_SEND_MSGS", 1024, 1, 1 << 20,
                                           "send message states (outstanding sends)"};
-inline const config::IntKey recv_msgs_key{"CORE_RECV_MSGS", 1024, 1, 1 << 20,
-                                          "receive message states (messages not yet finalized)"};
+inline const config::IntKey recv_msgs_key{
+    "CORE_RECV_MSGS", 1024, 1, 1 << 20,
+    "receive message states (messages not yet finalized); raised to ranks x 2 x CORE_CREDITS"};
 inline const config::IntKey spin_key{"CORE_SPIN_US", 50, 0, 10'000'000,
                                      "microseconds wait() polls before it sleeps in a driver"};
 inline const config::IntKey gap_key{
@@ -79,16 +80,30 @@ Settings Settings::from_config() {
 
 // --- Impl set-up -----------------------------------------------------------
 
+namespace {
+/// At least one receive state per credit we grant, over every peer and
+/// priority: each of a peer's unfinished messages keeps a credit spent, so
+/// honest peers together can never empty the pool, and one peer cannot take
+/// another's share (a peer holding more than its grant is failed).
+Settings with_recv_pool(Settings s, Rank size) {
+  const std::uint64_t all_grants =
+      std::uint64_t{std::max<Rank>(size, 1)} * wire::priority_count * s.credits;
+  s.recv_msgs = static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(s.recv_msgs, std::min<std::uint64_t>(all_grants, 1u << 20)));
+  return s;
+}
+}  // namespace
+
 Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
     : rank_(rank),
       size_(size),
-      settings_(settings),
-      sends_(settings.send_msgs),
-      recvs_(settings.recv_msgs),
+      settings_(with_recv_pool(settings, size)),
+      sends_(settings_.send_msgs),
+      recvs_(settings_.recv_msgs),
       ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
-      chunks_((std::size_t{settings.send_msgs} + settings.recv_msgs) * max_chunks),
+      chunks_((std::size_t{settings_.send_msgs} + settings_.recv_msgs) * max_chunks),
       regions_(4096),
-      completions_(std::bit_ceil(std::size_t{settings.send_msgs} + settings.recv_msgs + 8)) {
+      completions_(std::bit_ceil(std::size_t{settings_.send_msgs} + settings_.recv_msgs + 8)) {
   // Each live state yields at most one completion and a send may finish at
   // once (the fast path holds no state): keeping live sends plus queued
   // completions under send_msgs + 8 leaves the receive states their share
@@ -376,6 +391,22 @@ void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
   sends_.release(&m);
 }
 
+Status Core::Impl::acquire_incoming(Gate& gate, std::uint8_t priority, Incoming*& out) noexcept {
+  Priority& p = gate.prio[priority];
+  if (p.live_recvs >= settings_.credits) {
+    PIER_LOG(warn, "core", "rank {} overran its credits: {} messages of priority {} unfinished",
+             gate.peer, p.live_recvs, priority);
+    return Status::malformed;
+  }
+  out = recvs_.acquire();
+  if (out == nullptr) {
+    PIER_LOG(error, "core", "no receive message state left (PIER_CORE_RECV_MSGS)");
+    return Status::no_memory;
+  }
+  ++p.live_recvs;
+  return Status::ok;
+}
+
 void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
   in.state = RecvState::completed;
   if (in.cookie) {
@@ -387,6 +418,7 @@ void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
   unpin(in.region);
   if (in.slot >= 0) in.gate->give_slot(in.slot);
   if (in.credit_pending) owe_credit(*in.gate, in.priority);
+  --in.gate->prio[in.priority].live_recvs;
   unlink(*in.gate, in);
   if (in.rendezvous)
     for (Chunk* c : in.chunks)

@@ -177,11 +177,10 @@ Status Core::Impl::eager_arrival(Gate& gate, const wire::FrameHeader& h,
     PIER_LOG(error, "core", "rank {} overran its credits: no slot left", gate.peer);
     return Status::malformed;
   }
-  Incoming* in = recvs_.acquire();
-  if (in == nullptr) {
+  Incoming* in = nullptr;
+  if (Status s = acquire_incoming(gate, h.priority, in); s != Status::ok) {
     gate.give_slot(slot);
-    PIER_LOG(error, "core", "no receive message state left (PIER_CORE_RECV_MSGS)");
-    return Status::no_memory;
+    return s;
   }
   ++stats_.eager_received;
   in->rendezvous = false;

@@ -97,6 +97,10 @@ class Core::Impl {
   bool eager_fast(Gate& gate, const SendArgs& a, std::byte* data, RegionEntry* entry) noexcept;
   Status eager_send(SendMsg& m) noexcept;
   void eager_step(SendMsg& m) noexcept;
+  /// A receive state for a message of `priority` from the gate's peer:
+  /// malformed when the peer already holds its whole grant (it overran its
+  /// credits), no_memory when the pool is empty.
+  Status acquire_incoming(Gate& gate, std::uint8_t priority, Incoming*& out) noexcept;
   Status eager_arrival(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
                        int slot) noexcept;
   Status eager_recv(Incoming& in, void* cookie, std::byte* dest, std::size_t mlen) noexcept;

@@ -177,11 +177,10 @@ Status Core::Impl::rts_arrival(Gate& gate, const wire::FrameHeader& h,
     gate.give_slot(slot);
     return Status::malformed;
   }
-  Incoming* in = recvs_.acquire();
-  if (in == nullptr) {
+  Incoming* in = nullptr;
+  if (Status s = acquire_incoming(gate, h.priority, in); s != Status::ok) {
     gate.give_slot(slot);
-    PIER_LOG(error, "core", "no receive message state left (PIER_CORE_RECV_MSGS)");
-    return Status::no_memory;
+    return s;
   }
   in->rendezvous = true;
   in->sender_id = rts->message_id;
@@ -197,10 +196,10 @@ Status Core::Impl::rdv_recv(Incoming& in, void* cookie, std::byte* dest,
   in.cookie = cookie;
   in.dest = dest;
   in.mlen = mlen;
-  if (in.credit_pending) {
-    in.credit_pending = false;
-    owe_credit(gate, in.priority);
-  }
+  // The rts's credit stays spent until the data has landed (complete_recv
+  // gives it back, on the ack): a peer holds at most its grant of our
+  // receive states per priority, so it cannot open rendezvous without end
+  // and leave none for other peers.
   in.ack_result = mlen < in.length ? wire::AckResult::truncated : wire::AckResult::ok;
   ++stats_.rdv_received;
   if (in.status != Status::ok || gate.state == GateState::failed) {

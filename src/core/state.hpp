@@ -132,7 +132,7 @@ class Incoming {
   /// Eager payload: in the driver's buffer during lib_parse, else in `slot`.
   const std::byte* payload = nullptr;
   int slot = -1;
-  bool credit_pending = false;  ///< the packet's credit returns with recv()
+  bool credit_pending = false;  ///< the packet's credit returns when it completes
   void* cookie = nullptr;
   RegionEntry* region = nullptr;  ///< the pinned region, null for none
   std::byte* dest = nullptr;
@@ -182,6 +182,9 @@ struct Stashed {
 struct Priority {
   std::uint32_t credits = 0;  ///< packets we may still send to the peer
   std::uint32_t owed = 0;     ///< receive slots freed, not yet given back
+  /// Receive states held by the peer's messages of this priority: each
+  /// keeps its credit spent, so an honest peer never holds more than we grant.
+  std::uint32_t live_recvs = 0;
   std::uint32_t send_seq = 0;
   std::uint32_t recv_seq = 0;
   Fifo<SendMsg, &SendMsg::next> pending;

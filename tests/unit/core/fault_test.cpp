@@ -265,6 +265,68 @@ TEST(Hostile, PacketsBeyondTheAdvertisedCapacityFailThePeer) {
   (void)cores[1]->detach(wire::Upper::port, &rx);
 }
 
+/// A peer that opens more rendezvous than the credits we grant (here: told
+/// we grant 1000) and leaves them unanswered is failed once it holds its
+/// whole grant of our receive states; the states it could not take stay for
+/// other peers. Before, it emptied the shared pool and the next peer to send
+/// anything was failed instead.
+TEST(Hostile, APeerBeyondItsGrantCannotTakeAnotherPeersReceiveStates) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet eager("CORE_EAGER_LIMIT", "4k");
+  config::ScopedSet credits("CORE_CREDITS", "4");
+  config::ScopedSet pool("CORE_RECV_MSGS", "16");
+  std::vector<std::unique_ptr<Core>> cores;
+  for (Rank r = 0; r < 3; ++r) cores.push_back(std::move(*Core::create(r, 3)));
+  std::vector<std::vector<std::byte>> truth{cores[0]->address(), cores[1]->address(),
+                                            cores[2]->address()};
+  auto lie = decode_address(truth[1]);
+  ASSERT_TRUE(lie);
+  lie->credits = 1000;
+  std::vector<std::vector<std::byte>> told{truth[0], encode_address(*lie), truth[2]};
+  ASSERT_EQ(cores[0]->connect(told), Status::ok);
+  for (Rank r : {1u, 2u}) ASSERT_EQ(cores[r]->connect(truth), Status::ok);
+  Recorder liar(*cores[0]), rx(*cores[1]), honest(*cores[2]);
+  // Rank 1 leaves rank 0's messages waiting (no recv()), answers the others.
+  rx.on_parse = [&](const Arrival& a) {
+    if (a.source != 0) (void)rx.answer(rx.parsed.size() - 1, a.length);
+  };
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &liar, header_size), Status::ok);
+  ASSERT_EQ(cores[1]->attach(wire::Upper::port, &rx, header_size), Status::ok);
+  ASSERT_EQ(cores[2]->attach(wire::Upper::port, &honest, header_size), Status::ok);
+  std::vector<std::byte> data = pattern(16 * 1024, 1);
+  std::array<std::byte, header_size> header{};
+  auto send = [&](Rank from, int n) {
+    auto region = cores[from]->validate(data.data(), data.size());
+    ASSERT_TRUE(region);
+    SendArgs a;
+    a.peer = 1;
+    a.upper = wire::Upper::port;
+    a.header = header;
+    a.region = &*region;
+    a.length = data.size();
+    for (int i = 0; i < n; ++i) {
+      a.cookie = cookie(i);
+      ASSERT_EQ(cores[from]->send(a), Status::ok);
+    }
+  };
+  send(0, 30);
+  auto deadline = base::Deadline::after_ms(10000);
+  while (cores[1]->gate_status(0) == Status::ok && !deadline.expired())
+    for (auto& c : cores) (void)c->progress();
+  EXPECT_EQ(cores[1]->gate_status(0), Status::malformed);
+  EXPECT_LE(rx.parsed.size(), 4u);  // the grant, no more
+  send(2, 1);
+  deadline = base::Deadline::after_ms(10000);
+  while (honest.finalized.empty() && !deadline.expired())
+    for (auto& c : cores) (void)c->progress();
+  ASSERT_EQ(honest.finalized.size(), 1u);
+  EXPECT_EQ(honest.finalized[0].second, Status::ok);
+  EXPECT_EQ(cores[1]->gate_status(2), Status::ok);
+  EXPECT_EQ(rx.parsed.back().source, 2u);
+  for (Rank r = 0; r < 3; ++r)
+    (void)cores[r]->detach(wire::Upper::port, r == 0 ? &liar : r == 1 ? &rx : &honest);
+}
+
 /// Death of the only rail at operation n, for every n through a workload
 /// of eager and rendezvous messages: before the rts, after it, mid-data.
 TEST(Fault, DeathAtEveryStepCompletesEverythingOnce) {
