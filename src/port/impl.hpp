@@ -168,6 +168,7 @@ struct Stream {
   std::uint8_t priority = 0;
   std::uint32_t suspended = 0;  ///< failures reported, not yet resumed or dropped
   std::uint32_t owed_acks = 0;
+  std::uint16_t sender_epoch = 0;  ///< the incarnation of the port its ops come from
   Fifo<Held> held;
   bool on_ack_list = false;
   Stream* next = nullptr;  ///< in the port's ack list
@@ -179,6 +180,7 @@ struct Reply {
   std::uint16_t port = 0;
   std::uint8_t priority = 0;
   wire::PortKind kind = wire::PortKind::ack;
+  std::uint16_t peer_epoch = 0;  ///< of the port whose op it answers
   std::uint64_t tag = 0;
   std::uint64_t cookie = 0;
   core::Region region{};
@@ -249,13 +251,15 @@ enum class CookieTag : std::uintptr_t { op_send = 0, op_landing = 1, slot = 2 };
 
 class Port::Impl {
  public:
-  Impl(Node::Impl& node, unsigned id);
+  Impl(Node::Impl& node, unsigned id, std::uint16_t epoch);
   ~Impl();
 
   // ---- setup and ids
   Node::Impl& node;
   core::Core& node_core;  ///< node.core, without reaching through the node
   const unsigned id;
+  /// This incarnation of the number: answers naming another are not ours.
+  const std::uint16_t epoch;
   Port* facade = nullptr;
   bool closed = false;
   /// Core cookies naming this port's objects, not yet finalized: a closed
@@ -382,10 +386,13 @@ class Port::Impl {
   void maybe_release_stream(Stream* s) noexcept;
   /// Sends an answer now, or queues it behind those already waiting.
   Status send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                     wire::PortKind kind, std::uint64_t tag, std::uint64_t cookie = 0,
-                     const core::Region* region = nullptr, std::size_t offset = 0,
-                     std::uint32_t length = 0) noexcept;
+                     std::uint16_t peer_epoch, wire::PortKind kind, std::uint64_t tag,
+                     std::uint64_t cookie = 0, const core::Region* region = nullptr,
+                     std::size_t offset = 0, std::uint32_t length = 0) noexcept;
   void nack(Stream* s, Status why) noexcept;
+  /// Ops of a new incarnation of the sending port: what the old one left
+  /// (held ops, a suspension, acks owed) goes without answers.
+  void restart_stream(Stream* s, std::uint16_t sender_epoch) noexcept;
   void owe_ack(Stream* s, std::uint32_t count = 1) noexcept;
 
  private:
@@ -430,6 +437,7 @@ class Node::Impl final : public core::Client {
     std::uint16_t closed_port = 0;
     std::uint16_t sender_port = 0;
     std::uint8_t priority = 0;
+    std::uint16_t peer_epoch = 0;
   };
   Status post_closed_nack(const ClosedNack& n) noexcept;
   void retry_closed_nacks() noexcept;
@@ -442,6 +450,7 @@ class Node::Impl final : public core::Client {
   Node* facade = nullptr;
   std::unique_ptr<core::Core> owned_core;
   std::vector<std::unique_ptr<Port::Impl>> ports;  ///< by number; open ones
+  std::vector<std::uint16_t> epochs;               ///< by number: the incarnation opened last
   std::vector<std::unique_ptr<Port::Impl>> zombies;
   std::vector<Port::Impl*> open_ports;  ///< reserved at construction
   /// Sends, puts and gets of every port in flight to each node, per

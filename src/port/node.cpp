@@ -24,6 +24,7 @@ Node::Impl::Impl(core::Core& c, std::unique_ptr<core::Core> owned) noexcept
     : core(c), owned_core(std::move(owned)) {
   const auto limit = static_cast<std::size_t>(max_ports_key.get());
   ports.resize(limit);
+  epochs.resize(limit);
   open_ports.reserve(limit);
   closed_nacks.resize(closed_nacks_capacity);
   for (auto& counts : data_in_flight) counts.assign(core.size(), 0);
@@ -43,7 +44,9 @@ Result<Port::Impl*> Node::Impl::open(unsigned id) {
   if (ports[id]) return Status::in_use;
   reap();
   try {
-    ports[id] = std::make_unique<Port::Impl>(*this, id);
+    std::uint16_t epoch = ++epochs[id];
+    if (epoch == 0) epoch = epochs[id] = 1;  // 0 names no port
+    ports[id] = std::make_unique<Port::Impl>(*this, id, epoch);
   } catch (const std::bad_alloc&) {
     return Status::no_memory;
   }
@@ -128,6 +131,7 @@ Status Node::Impl::post_closed_nack(const ClosedNack& n) noexcept {
   r.priority = n.priority;
   r.sending_port = n.closed_port;
   r.receiving_port = n.sender_port;
+  r.peer_epoch = n.peer_epoch;
   std::array<std::byte, wire::PortHeader::size> bytes{};
   if (!wire::encode(r, bytes)) return Status::internal;
   core::SendArgs s;
@@ -141,7 +145,7 @@ Status Node::Impl::post_closed_nack(const ClosedNack& n) noexcept {
 }
 
 void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
-  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority};
+  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch};
   // Answers leave in order: once one waits for core room, the rest queue.
   if (closed_nacks_count == 0) {
     const Status st = post_closed_nack(n);

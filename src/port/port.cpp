@@ -103,10 +103,11 @@ void Ring::init(Port::Impl* owner, std::size_t capacity) {
 
 // ---- Port::Impl
 
-Port::Impl::Impl(Node::Impl& n, unsigned port_id)
+Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
     : node(n),
       node_core(n.core),
       id(port_id),
+      epoch(port_epoch),
       send_total(static_cast<unsigned>(send_tokens_key.get())),
       recv_total(static_cast<unsigned>(recv_tokens_key.get())),
       send_held(send_total),

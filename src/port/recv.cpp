@@ -65,6 +65,8 @@ void Port::Impl::maybe_release_stream(Stream* s) noexcept {
 Status Port::Impl::post_reply(const Reply& r) noexcept {
   wire::PortHeader h;
   h.kind = r.kind;
+  h.epoch = epoch;
+  h.peer_epoch = r.peer_epoch;
   h.tag = r.tag;
   h.priority = r.priority;
   h.sending_port = static_cast<std::uint16_t>(id);
@@ -87,14 +89,15 @@ Status Port::Impl::post_reply(const Reply& r) noexcept {
 }
 
 Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
-                               wire::PortKind kind, std::uint64_t tag, std::uint64_t cookie,
-                               const core::Region* region, std::size_t offset,
+                               std::uint16_t peer_epoch, wire::PortKind kind, std::uint64_t tag,
+                               std::uint64_t cookie, const core::Region* region, std::size_t offset,
                                std::uint32_t length) noexcept {
   Reply r;
   r.node = node_id;
   r.port = port;
   r.priority = priority;
   r.kind = kind;
+  r.peer_epoch = peer_epoch;
   r.tag = tag;
   r.cookie = cookie;
   if (region) r.region = *region;
@@ -135,7 +138,8 @@ void Port::Impl::owe_ack(Stream* s, std::uint32_t count) noexcept {
 
 void Port::Impl::flush_stream(Stream* s) noexcept {
   if (s->owed_acks == 0) return;
-  (void)send_answer(s->priority, s->node, s->port, wire::PortKind::ack, s->owed_acks);
+  (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::ack,
+                    s->owed_acks);
   s->owed_acks = 0;
 }
 
@@ -152,7 +156,7 @@ void Port::Impl::flush_acks() noexcept {
 
 void Port::Impl::nack(Stream* s, Status why) noexcept {
   flush_stream(s);
-  (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,
+  (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::nack,
                     static_cast<std::uint8_t>(why));
   ++s->suspended;
 }
@@ -306,8 +310,8 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
       }
       flush_stream(s);
       const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
-      (void)send_answer(s->priority, s->node, s->port, wire::PortKind::get_reply, 0, h.cookie,
-                        &r->region, offset, h.length);
+      (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::get_reply,
+                        0, h.cookie, &r->region, offset, h.length);
       return true;
     }
     case wire::PortKind::get_reply:
@@ -343,16 +347,18 @@ void Port::Impl::hold(Stream* s, core::Incoming* handle, const wire::PortHeader&
 }
 
 void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept {
-  if (h.kind == wire::PortKind::send && h.tag != 0)
+  // Acks piggybacked for ops of an earlier incarnation of this port are stale.
+  if (h.kind == wire::PortKind::send && h.tag != 0 && h.peer_epoch == epoch)
     on_piggyback(h.priority, a.source, h.sending_port, h.tag);
   Stream* s = stream(h.priority, a.source, h.sending_port, true);
   if (s == nullptr) {
     PIER_LOG(warn, "port", "port {}: too many streams; node {} times out", id, a.source);
     (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
-    (void)send_answer(h.priority, a.source, h.sending_port, wire::PortKind::nack,
+    (void)send_answer(h.priority, a.source, h.sending_port, h.epoch, wire::PortKind::nack,
                       static_cast<std::uint8_t>(Status::timeout));
     return;
   }
+  if (s->sender_epoch != h.epoch) restart_stream(s, h.epoch);
   if (h.kind == wire::PortKind::resume || h.kind == wire::PortKind::drop) {
     (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
     if (s->suspended > 0) --s->suspended;
@@ -373,6 +379,18 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
   if (s->suspended > 0 || !s->held.empty() || !deliver(s, a.handle, h)) hold(s, a.handle, h);
 }
 
+void Port::Impl::restart_stream(Stream* s, std::uint16_t sender_epoch) noexcept {
+  // The port that sent these is closed: nobody waits for their answers.
+  while (Held* x = s->held.pop()) {
+    --waiting;
+    if (x->handle != nullptr) (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+    helds.release(x);
+  }
+  s->suspended = 0;
+  s->owed_acks = 0;
+  s->sender_epoch = sender_epoch;
+}
+
 void Port::Impl::drop_held(Stream* s) noexcept {
   while (Held* x = s->held.pop()) {
     --waiting;
@@ -381,7 +399,7 @@ void Port::Impl::drop_held(Stream* s) noexcept {
     } else {
       (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
       flush_stream(s);
-      (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,
+      (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::nack,
                         static_cast<std::uint8_t>(Status::dropped));
     }
     helds.release(x);
@@ -450,10 +468,11 @@ void Port::Impl::close_receiver() noexcept {
     flush_stream(s);
     while (Held* x = s->held.pop()) {
       if (x->handle == nullptr) {
-        (void)send_answer(s->priority, s->node, s->port, wire::PortKind::ack, x->controls);
+        (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::ack,
+                          x->controls);
       } else {
         (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
-        (void)send_answer(s->priority, s->node, s->port, wire::PortKind::nack,
+        (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::nack,
                           static_cast<std::uint8_t>(Status::closed));
       }
       helds.release(x);

@@ -121,6 +121,7 @@ Status Port::Impl::post(Op* op) noexcept {
   h.sending_port = static_cast<std::uint16_t>(id);
   h.receiving_port = c->port;
   h.length = op->length;
+  h.epoch = epoch;
   bool payload = false;
   Stream* piggyback = nullptr;
   switch (op->kind) {
@@ -130,7 +131,10 @@ Status Port::Impl::post(Op* op) noexcept {
       // The acks we owe that port on this priority ride along in the tag,
       // unless answers already wait in line: they must leave in order.
       if (reply_retry.empty()) piggyback = stream(c->priority, c->node, c->port, false);
-      if (piggyback) h.tag = piggyback->owed_acks;
+      if (piggyback && piggyback->owed_acks != 0) {
+        h.tag = piggyback->owed_acks;
+        h.peer_epoch = piggyback->sender_epoch;
+      }
       payload = true;
       break;
     case OpKind::put:
@@ -344,6 +348,11 @@ void Port::Impl::on_piggyback(std::uint8_t priority, std::uint32_t node_id, std:
 }
 
 void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept {
+  if (h.peer_epoch != epoch) {
+    // For the port that had this number before: it is closed.
+    (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    return;
+  }
   Connection* c = connection(h.priority, a.source, h.sending_port, false);
   if (h.kind == wire::PortKind::get_reply) {
     // Get data: the cookie names the op, which must be the next unanswered.
@@ -407,6 +416,12 @@ void Port::Impl::on_peer_failed(std::uint32_t node_id) noexcept {
 }
 
 void Port::Impl::close_sender() noexcept {
+  // A connection left disabled (a failure never resumed nor dropped) holds
+  // the target's stream suspended, with what we sent behind the failure:
+  // drop it there, as drop_sends would, so the target lets go of it.
+  for (Connection* c : live_conns)
+    for (std::uint32_t i = 0; i < c->failures; ++i)
+      (void)send_answer(c->priority, c->node, c->port, 0, wire::PortKind::drop, 0);
   // Ops the core no longer holds give their regions back now; the others
   // when their lib_finalize comes (on_*_finalized of a closed port).
   for (Connection* c : live_conns)

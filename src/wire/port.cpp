@@ -14,8 +14,8 @@ constexpr std::size_t off_size_class = 3;
 constexpr std::size_t off_sending_port = 4;
 constexpr std::size_t off_receiving_port = 6;
 constexpr std::size_t off_length = 8;
-constexpr std::size_t off_reserved = 12;
-constexpr std::size_t reserved_len = 4;
+constexpr std::size_t off_epoch = 12;
+constexpr std::size_t off_peer_epoch = 14;
 constexpr std::size_t off_tag = 16;
 constexpr std::size_t off_remote_address = 24;
 constexpr std::size_t off_cookie = 32;
@@ -34,13 +34,14 @@ bool fields_valid(const PortHeader& h) noexcept {
   if (h.priority >= priority_count || h.length > max_port_message) return false;
   switch (h.kind) {
     case PortKind::send:
+      // peer_epoch names the port the piggybacked acks answer: none, none.
       return h.size_class >= min_size_class && h.size_class <= max_size_class &&
              h.length <= max_length_for_size(h.size_class) && h.remote_address == 0 &&
-             h.cookie == 0;
+             h.cookie == 0 && (h.tag != 0 || h.peer_epoch == 0);
     case PortKind::put:
-      return h.size_class == 0 && h.tag == 0 && h.cookie == 0;
+      return h.size_class == 0 && h.tag == 0 && h.cookie == 0 && h.peer_epoch == 0;
     case PortKind::get_request:
-      return h.size_class == 0 && h.tag == 0;
+      return h.size_class == 0 && h.tag == 0 && h.peer_epoch == 0;
     case PortKind::get_reply:
       return h.size_class == 0 && h.tag == 0 && h.remote_address == 0;
     case PortKind::ack:
@@ -50,7 +51,7 @@ bool fields_valid(const PortHeader& h) noexcept {
       return answer_fields_zero(h) && h.tag >= 1 && h.tag < status_count;
     case PortKind::resume:
     case PortKind::drop:
-      return answer_fields_zero(h) && h.tag == 0;
+      return answer_fields_zero(h) && h.tag == 0 && h.peer_epoch == 0;
   }
   return false;
 }
@@ -88,7 +89,8 @@ Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexce
   store_u16(out, off_sending_port, h.sending_port);
   store_u16(out, off_receiving_port, h.receiving_port);
   store_u32(out, off_length, h.length);
-  store_zero(out, off_reserved, reserved_len);
+  store_u16(out, off_epoch, h.epoch);
+  store_u16(out, off_peer_epoch, h.peer_epoch);
   store_u64(out, off_tag, h.tag);
   store_u64(out, off_remote_address, h.remote_address);
   store_u64(out, off_cookie, h.cookie);
@@ -98,7 +100,7 @@ Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexce
 Result<PortHeader> PortHeader::decode(std::span<const std::byte> in) noexcept {
   if (in.empty()) return Status::malformed;
   if (load_u8(in, off_version) != version) return Status::version_mismatch;
-  if (in.size() < size || !all_zero(in, off_reserved, reserved_len)) return Status::malformed;
+  if (in.size() < size) return Status::malformed;
   PortHeader h;
   h.kind = static_cast<PortKind>(load_u8(in, off_kind));
   h.priority = load_u8(in, off_priority);
@@ -106,6 +108,8 @@ Result<PortHeader> PortHeader::decode(std::span<const std::byte> in) noexcept {
   h.sending_port = load_u16(in, off_sending_port);
   h.receiving_port = load_u16(in, off_receiving_port);
   h.length = load_u32(in, off_length);
+  h.epoch = load_u16(in, off_epoch);
+  h.peer_epoch = load_u16(in, off_peer_epoch);
   h.tag = load_u64(in, off_tag);
   h.remote_address = load_u64(in, off_remote_address);
   h.cookie = load_u64(in, off_cookie);

@@ -51,6 +51,13 @@ struct PortHeader {
   std::uint16_t sending_port = 0;
   std::uint16_t receiving_port = 0;
   std::uint32_t length = 0;  ///< at most max_port_message
+  /// The incarnation of the sending port (a number opened again gets a new
+  /// one); 0 from a node answering for a port that is not open.
+  std::uint16_t epoch = 0;
+  /// The incarnation of the receiving port that an answer (or a send's
+  /// piggybacked acks) is for: an answer to a closed port is not taken by
+  /// the port opened next with its number. 0 for ops and controls.
+  std::uint16_t peer_epoch = 0;
   /// send: acks the sender owes the receiver's stream back (piggybacked);
   /// ack: how many ops it answers; nack: the failure's pier::Status.
   std::uint64_t tag = 0;

@@ -120,6 +120,7 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     reply.kind = wire::PortKind::ack;
     reply.sending_port = 1;
     reply.receiving_port = 2;
+    reply.peer_epoch = 1;  // the port's own incarnation: past the staleness check
     reply.tag = 0xffff'ffff;
     ASSERT_EQ(raw.send(reply), Status::ok);
     reply.kind = wire::PortKind::nack;
@@ -163,6 +164,7 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     // A resume for that stream, then a good send: delivered and acked.
     reply.kind = wire::PortKind::resume;
     reply.tag = 0;
+    reply.peer_epoch = 0;
     reply.sending_port = 3;
     ASSERT_EQ(raw.send(reply), Status::ok);
     good.sending_port = 3;
@@ -189,11 +191,17 @@ wire::PortHeader random_port_header(std::mt19937_64& rng, std::uint64_t window) 
   h.priority = static_cast<std::uint8_t>(pick(2));
   h.sending_port = static_cast<std::uint16_t>(pick(8) == 0 ? 16 + pick(256) : 1 + 2 * pick(3));
   h.receiving_port = static_cast<std::uint16_t>(pick(8) == 0 ? pick(65536) : 2);
+  // Mostly the incarnations in play (the port under test was opened once:
+  // epoch 1), sometimes others: a new one restarts a stream, a wrong one
+  // on an answer makes it stale.
+  h.epoch = static_cast<std::uint16_t>(pick(16) == 0 ? pick(65536) : 1);
+  const auto peer_epoch = static_cast<std::uint16_t>(pick(16) == 0 ? pick(65536) : 1);
   switch (h.kind) {
     case wire::PortKind::send:
       h.size_class = static_cast<std::uint8_t>(3 + pick(6));
       h.length = static_cast<std::uint32_t>(pick(max_length_for_size(h.size_class) + 1));
       h.tag = pick(4) == 0 ? pick(8) : 0;  // piggybacked acks
+      if (h.tag != 0) h.peer_epoch = peer_epoch;
       break;
     case wire::PortKind::put:
     case wire::PortKind::get_request:
@@ -205,12 +213,15 @@ wire::PortHeader random_port_header(std::mt19937_64& rng, std::uint64_t window) 
     case wire::PortKind::get_reply:
       h.length = static_cast<std::uint32_t>(pick(300));
       h.cookie = pick(8) == 0 ? rng() : pick(64);
+      h.peer_epoch = peer_epoch;
       break;
     case wire::PortKind::ack:
       h.tag = pick(8) == 0 ? 1 + pick(0xffff'ffff) : 1 + pick(4);
+      h.peer_epoch = peer_epoch;
       break;
     case wire::PortKind::nack:
       h.tag = 1 + pick(status_count - 1);
+      h.peer_epoch = peer_epoch;
       break;
     case wire::PortKind::resume:
     case wire::PortKind::drop:
@@ -362,6 +373,7 @@ TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
     nack.kind = wire::PortKind::nack;
     nack.sending_port = 1;
     nack.receiving_port = 2;
+    nack.peer_epoch = raw.answers[0].epoch;  // answers the port that sent
     nack.tag = static_cast<std::uint8_t>(Status::in_progress);
     ASSERT_EQ(raw.send(nack), Status::ok);
     for (int i = 0; i < 2000 && b.completions.empty(); ++i) pump();

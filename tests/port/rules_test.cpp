@@ -447,6 +447,46 @@ TEST_P(Rules, G10DropSendsDropsWhatWaitsAtTheTarget) {
   EXPECT_EQ(b_->received[0].data, m3);
 }
 
+TEST_P(Rules, G10APortClosedWhileDisabledLeavesNothingForItsSuccessor) {
+  short_timeout();
+  // m1 times out; m2 and m3 wait behind it at the target. The port closes
+  // without resume or drop and is opened again with its number: the target
+  // lets go of what the old port left (closing drops it), so the new port's
+  // first send lands at once, and the answers meant for the old port (m2
+  // and m3 dropped) complete nothing of the new one.
+  auto m1 = pattern(100, 1), m2 = pattern(8, 2), m3 = pattern(8, 3), m4 = pattern(8, 4);
+  ASSERT_EQ(a_->send(m1.data(), m1.size(), Priority::high, 1, 2, 1), Status::ok);
+  ASSERT_EQ(a_->send(m2.data(), m2.size(), Priority::high, 1, 2, 2), Status::ok);
+  ASSERT_EQ(a_->send(m3.data(), m3.size(), Priority::high, 1, 2, 3), Status::ok);
+  ASSERT_TRUE(run([&] { return a_->completions.size() == 1; }));
+  EXPECT_EQ(a_->completions[0].status, Status::timeout);
+  std::vector<std::byte> b4a = buffer_for(4), b4b = buffer_for(4);
+  ASSERT_EQ(b_->provide(b4a.data(), 4, Priority::high), Status::ok);
+  ASSERT_EQ(b_->provide(b4b.data(), 4, Priority::high), Status::ok);
+  run_for({a_.get(), b_.get()}, 30);
+  EXPECT_TRUE(b_->received.empty());  // held: the stream is suspended
+  EXPECT_EQ(world_->cores[1]->stats().recv_msgs_live, 2u);
+  a_.reset();
+  // The drop the closing port sent releases them (and their core states).
+  // Node 0 has no open port now: its core is driven by hand.
+  auto deadline = base::Deadline::after_ms(5000);
+  while (world_->cores[1]->stats().recv_msgs_live != 0 && !deadline.expired()) {
+    (void)world_->cores[0]->progress();
+    b_->step();
+  }
+  EXPECT_EQ(world_->cores[1]->stats().recv_msgs_live, 0u);
+  a_ = std::make_unique<Driver>(*world_->nodes[0], 1);
+  ASSERT_TRUE(a_->port);
+  ASSERT_EQ(a_->send(m4.data(), m4.size(), Priority::high, 1, 2, 5), Status::ok);
+  ASSERT_TRUE(run([&] { return a_->completions.size() == 1 && b_->received.size() == 1; }));
+  EXPECT_EQ(a_->completions[0].id, 5u);
+  EXPECT_EQ(a_->completions[0].status, Status::ok);
+  EXPECT_EQ(b_->received[0].data, m4);
+  run_for({a_.get(), b_.get()}, 100);
+  EXPECT_EQ(a_->completions.size(), 1u);
+  EXPECT_EQ(b_->received.size(), 1u);
+}
+
 TEST_P(Rules, PutAndGetReachOnlyRegisteredMemory) {
   std::vector<std::byte> target(4096, std::byte{0});
   ASSERT_EQ(b_->port->register_memory(target.data(), target.size()), Status::ok);

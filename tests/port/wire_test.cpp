@@ -45,6 +45,9 @@ PortHeader answer(PortKind kind, std::uint64_t tag) {
   h.priority = 1;
   h.sending_port = 0x0203;
   h.receiving_port = 4;
+  h.epoch = 0x0506;
+  // Answers name the incarnation of the port they answer; controls nothing.
+  if (kind == PortKind::ack || kind == PortKind::nack) h.peer_epoch = 0x0708;
   h.tag = tag;
   return h;
 }
@@ -60,10 +63,13 @@ Bytes cat(Bytes a, const Bytes& b) {
 Bytes zeros(std::size_t n) {
   return Bytes(n);
 }
+//                                   length      epoch       peer_epoch
+const Bytes answer_epochs = bytes({0, 0, 0, 0, 0x06, 0x05, 0x08, 0x07});
+const Bytes control_epochs = bytes({0, 0, 0, 0, 0x06, 0x05, 0x00, 0x00});
 
 TEST(PortWire, AckGolden) {
   const Bytes golden =
-      cat(cat(cat(head(5), zeros(8)), bytes({0x2a, 0x01, 0, 0, 0, 0, 0, 0})), zeros(16));
+      cat(cat(cat(head(5), answer_epochs), bytes({0x2a, 0x01, 0, 0, 0, 0, 0, 0})), zeros(16));
   check_golden(answer(PortKind::ack, 0x12a), golden);
   // The count is at least 1 and fits 32 bits; no length, size, address, cookie.
   EXPECT_EQ(decode_with(cat(cat(cat(head(5), zeros(8)), zeros(8)), zeros(16)), 0, 1),
@@ -73,14 +79,14 @@ TEST(PortWire, AckGolden) {
   EXPECT_EQ(decode_with(golden, 3, 4), Status::malformed);   // size class
   EXPECT_EQ(decode_with(golden, 24, 1), Status::malformed);  // address
   EXPECT_EQ(decode_with(golden, 32, 1), Status::malformed);  // cookie
-  EXPECT_EQ(decode_with(golden, 12, 1), Status::malformed);  // reserved
+  EXPECT_EQ(decode_with(golden, 12, 1), Status::ok);         // any epoch
   EXPECT_EQ(decode_with(golden, 19, 0xff), Status::ok);      // count 0xff00012a
 }
 
 TEST(PortWire, NackGoldenCarriesAFailureStatus) {
   const auto closed = static_cast<std::uint8_t>(Status::closed);
   const Bytes golden =
-      cat(cat(cat(head(6), zeros(8)), bytes({closed, 0, 0, 0, 0, 0, 0, 0})), zeros(16));
+      cat(cat(cat(head(6), answer_epochs), bytes({closed, 0, 0, 0, 0, 0, 0, 0})), zeros(16));
   check_golden(answer(PortKind::nack, closed), golden);
   EXPECT_EQ(decode_with(golden, 16, 0), Status::malformed);  // "ok" is no failure
   EXPECT_EQ(decode_with(golden, 16, static_cast<int>(status_count)), Status::malformed);
@@ -90,8 +96,9 @@ TEST(PortWire, NackGoldenCarriesAFailureStatus) {
 
 TEST(PortWire, ResumeAndDropGoldenCarryNothing) {
   for (PortKind k : {PortKind::resume, PortKind::drop}) {
-    const Bytes golden = cat(cat(head(static_cast<int>(k)), zeros(8)), zeros(24));
+    const Bytes golden = cat(cat(head(static_cast<int>(k)), control_epochs), zeros(24));
     check_golden(answer(k, 0), golden);
+    EXPECT_EQ(decode_with(golden, 14, 1), Status::malformed);  // a control answers nothing
     EXPECT_EQ(decode_with(golden, 16, 1), Status::malformed);  // tag
     EXPECT_EQ(decode_with(golden, 8, 1), Status::malformed);   // length
     EXPECT_EQ(decode_with(golden, 39, 1), Status::malformed);  // cookie

@@ -364,13 +364,19 @@ TEST(Golden, PortSend) {
   h.sending_port = 2;
   h.receiving_port = 0x0103;
   h.length = 4000;
+  h.epoch = 0x0809;
+  h.peer_epoch = 0x0a0b;  // of the port the piggybacked acks answer
   h.tag = 0x0123456789abcdef;
-  const Bytes golden =
-      cat({bytes({0x01, 0x01, 0x01, 0x0c, 0x02, 0x00, 0x03, 0x01}), bytes({0xa0, 0x0f, 0x00, 0x00}),
-           zeros(4), bytes({0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01}), zeros(16)});
+  const Bytes golden = cat({bytes({0x01, 0x01, 0x01, 0x0c, 0x02, 0x00, 0x03, 0x01}),
+                            bytes({0xa0, 0x0f, 0x00, 0x00}), bytes({0x09, 0x08, 0x0b, 0x0a}),
+                            bytes({0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01}), zeros(16)});
   check_golden(h, golden);
   check_version<PortHeader>(golden);
-  check_rejected_bytes<PortHeader>(golden, {12, 13, 14, 15, 24, 39});  // reserved, address, cookie
+  check_rejected_bytes<PortHeader>(golden, {24, 39});  // address, cookie
+  // A peer epoch without piggybacked acks names nothing.
+  Bytes no_acks = golden;
+  for (std::size_t i = 16; i < 24; ++i) no_acks[i] = std::byte{0};
+  EXPECT_EQ(PortHeader::decode(no_acks).status(), Status::malformed);
 
   auto with = [&](std::size_t at, int v) {
     Bytes b = golden;
@@ -400,7 +406,7 @@ TEST(Golden, PortGetRequest) {
            zeros(4), zeros(8), bytes({0x00, 0x10, 0x00, 0x00, 0x00, 0x7f, 0x00, 0x00}),
            bytes({0x42}), zeros(7)});
   check_golden(h, golden);
-  check_rejected_bytes<PortHeader>(golden, {3, 16, 23});  // size class, tag
+  check_rejected_bytes<PortHeader>(golden, {3, 14, 16, 23});  // size class, peer epoch, tag
   EXPECT_EQ(max_length_for_size(3), 0u);
   EXPECT_EQ(max_length_for_size(12), 4088u);
   EXPECT_EQ(max_length_for_size(2), 0u);
