@@ -22,7 +22,7 @@ namespace pier::drivers::shm {
 
 inline const config::IntKey ring_size_key{
     "SHM_RING_SIZE",
-    std::int64_t{512} * 1024,
+    std::int64_t{default_ring_lines} * line_size,
     std::int64_t{16} * 1024,
     std::int64_t{1} << 30,
     "bytes of cells per ring and direction of each connected pair (rounded up to a power "

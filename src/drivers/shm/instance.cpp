@@ -198,6 +198,11 @@ void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
   if (hello.ring_lines < min_ring_lines || hello.ring_lines > max_ring_lines ||
       !std::has_single_bit(hello.ring_lines))
     return reject("bad ring geometry");
+  if (hello.ring_lines > accepted_ring_lines(ctx_->settings().ring_lines)) {
+    PIER_LOG(warn, "shm", "pid {} asks for rings of {} lines; at most {} are accepted here",
+             remote_.pid, hello.ring_lines, accepted_ring_lines(ctx_->settings().ring_lines));
+    return reject("ring too large (PIER_SHM_RING_SIZE differs too much between the processes)");
+  }
   if (hello.max_packet == 0 || hello.max_packet > payload_in(hello.ring_lines / 4))
     return reject("bad max packet");
   if (hello.segment_size != segment_size(hello.ring_lines)) return reject("bad segment size");

@@ -58,6 +58,17 @@ inline constexpr std::uint64_t rdv_split_failed = std::uint64_t{1} << 61;
 /// Hard bounds on a peer's ring geometry, whatever our own configuration.
 inline constexpr std::uint32_t min_ring_lines = 64;
 inline constexpr std::uint32_t max_ring_lines = 1u << 24;
+/// SHM_RING_SIZE's default (512 KiB of cells per ring and direction).
+inline constexpr std::uint32_t default_ring_lines = 8192;
+/// The largest ring an acceptor maps for a peer: this many times the larger
+/// of its own and the default. The peer chooses the size and the acceptor
+/// maps (and populates) the whole segment, so without a bound one peer
+/// could make it commit gigabytes per connection.
+constexpr std::uint32_t accepted_ring_lines(std::uint32_t own) noexcept {
+  const std::uint64_t most =
+      std::uint64_t{16} * (own > default_ring_lines ? own : default_ring_lines);
+  return most < max_ring_lines ? static_cast<std::uint32_t>(most) : max_ring_lines;
+}
 
 enum class Kind : std::uint8_t { packet = 1, frag = 2, skip = 3, rdv_done = 4, rdv_split = 5 };
 inline constexpr std::uint8_t flag_last = 1;

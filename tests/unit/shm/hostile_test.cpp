@@ -179,6 +179,22 @@ TEST(ShmHostile, BadHelloIsRejected) {
       Status::broken);
 }
 
+/// The peer picks the ring size and the acceptor maps (and populates) the
+/// whole segment: one far larger than its own is refused (before, a hello
+/// could make it commit up to 2 GiB), one within the bound is taken.
+TEST(ShmHostile, AHugeRingIsRefusedAModestOneTaken) {
+  Side real = make_side();
+  FakePeer fake(real);
+  fake.lines = 1u << 20;  // 64 MiB per ring; the default here is 8192 lines
+  auto inst = open(real, Track::small);
+  EXPECT_EQ(connect_to_fake(*inst, Track::small, fake, real), Status::broken);
+  Side real2 = make_side();
+  FakePeer fake2(real2);
+  fake2.lines = accepted_ring_lines(default_ring_lines);
+  auto inst2 = open(real2, Track::small);
+  EXPECT_EQ(connect_to_fake(*inst2, Track::small, fake2, real2), Status::ok);
+}
+
 TEST(ShmHostile, PeerClosingItsSocketIsBroken) {
   Side real = make_side();
   FakePeer fake(real);
