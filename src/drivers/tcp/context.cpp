@@ -291,6 +291,17 @@ void TcpContext::accept_new() noexcept {
       if (errno == ECONNABORTED || errno == EINTR) continue;
       return;
     }
+    if (handshakes_.size() + parked_.size() >= max_handshakes_ && !handshakes_.empty()) {
+      // A peer writes its hello at once: the oldest connection still
+      // without one gives up its place rather than the newcomer, so silent
+      // connections cannot shut real peers out for PIER_TCP_PARK_MS.
+      PIER_LOG(warn, "tcp",
+               "closing a connection that sent no hello: {} are waiting (PIER_TCP_BACKLOG)",
+               max_handshakes_);
+      unwatch(handshakes_.front().fd);
+      close_fd(handshakes_.front().fd);
+      handshakes_.erase(handshakes_.begin());
+    }
     if (handshakes_.size() + parked_.size() >= max_handshakes_) {
       PIER_LOG(warn, "tcp", "refusing a connection: {} are already waiting (PIER_TCP_BACKLOG)",
                max_handshakes_);

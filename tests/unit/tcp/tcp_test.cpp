@@ -477,6 +477,38 @@ TEST_F(TcpPair, GarbageFromThePeerBreaksOnlyThatConnection) {
   EXPECT_EQ(good.b->recv_wait(in2.pkt, soon()), Status::ok);
 }
 
+/// Connections that never send their hello fill the backlog; a real peer
+/// arriving then takes the place of the oldest of them instead of being
+/// refused (before, it was shut out for PIER_TCP_PARK_MS, 60 s).
+TEST(TcpHello, SilentConnectionsMakeWayForARealPeer) {
+  config::ScopedSet backlog("TCP_BACKLOG", "2");
+  Node x = make_node(), y = make_node();
+  ASSERT_TRUE(x.ctx && y.ctx);
+  std::vector<int> silent;
+  for (const Node* n : {&x, &y}) {
+    Result<Url> target = decode_url(n->url);
+    ASSERT_TRUE(target);
+    for (int i = 0; i < 2; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      ::sockaddr_in sin{};
+      sin.sin_family = AF_INET;
+      sin.sin_port = htons(target->port);
+      std::memcpy(&sin.sin_addr, target->address.data(), 4);
+      ASSERT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
+      silent.push_back(fd);
+    }
+  }
+  std::vector<std::byte> url;
+  for (const Node* n : {&x, &y}) (void)n->ctx->incoming(url);  // both backlogs are full now
+  Pair p = connect_pair(x, y);
+  ASSERT_TRUE(p.a && p.b);
+  Buf out(10, 4), in(10, 0);
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  ASSERT_TRUE(is_success(p.a->send_post(out.pkt)));
+  EXPECT_EQ(p.b->recv_wait(in.pkt, soon()), Status::ok);
+  for (int fd : silent) ::close(fd);
+}
+
 TEST_F(TcpPair, KeepalivesFlowBothWaysOnAnIdleConnection) {
   config::ScopedSet often("TCP_KEEPALIVE_MS", "1");
   ASSERT_EQ(often.status(), Status::ok);
