@@ -230,6 +230,7 @@ void ShmContext::progress_accept() noexcept {
     if (fd < 0) break;
     Pending p;
     p.sock.reset(fd);
+    if (!same_user(fd)) continue;  // p closes the socket
     if (pending_.size() >= settings_.max_pending) {
       PIER_LOG(warn, "shm", "refusing a connection: {} are already waiting (PIER_SHM_BACKLOG)",
                pending_.size());

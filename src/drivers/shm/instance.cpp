@@ -78,8 +78,8 @@ void ShmInstance::call_back() noexcept {
   const Status st = connect_abstract(sock->get(), socket_name(remote_.pid, remote_.nonce));
   if (st == Status::no_resource) return;  // backlog full: connect_wait retries
   call_back_due_ = false;
-  if (st != Status::ok) {
-    fail(Status::broken);  // the peer is gone: it would never connect to us
+  if (st != Status::ok || !same_user(sock->get())) {
+    fail(Status::broken);  // the peer is gone (or not ours): it would never connect to us
     return;
   }
   Hello hello;
@@ -120,7 +120,7 @@ Status ShmInstance::start_connector() noexcept {
 Status ShmInstance::send_hello() noexcept {
   const Status st = connect_abstract(sock_.get(), socket_name(remote_.pid, remote_.nonce));
   if (st == Status::no_resource) return Status::ok;  // backlog full: connect_wait retries
-  if (st != Status::ok) {
+  if (st != Status::ok || !same_user(sock_.get())) {
     fail(Status::broken);
     return Status::broken;
   }

@@ -180,6 +180,16 @@ Result<pid_t> peer_pid(int fd) {
   return cred.pid;
 }
 
+bool same_user(int fd) noexcept {
+  ::ucred cred{};
+  ::socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  if (cred.uid == ::geteuid()) return true;
+  PIER_LOG(warn, "shm", "refusing pid {} of uid {}: only uid {} may connect", cred.pid, cred.uid,
+           ::geteuid());
+  return false;
+}
+
 Status send_message(int fd, std::span<const std::byte> msg, int pass_fd) noexcept {
   ::iovec iov{const_cast<std::byte*>(msg.data()), msg.size()};
   ::msghdr mh{};

@@ -81,6 +81,10 @@ Status connect_abstract(int fd, const std::string& name);
 Result<Fd> seqpacket_socket();
 /// The pid at the other end of a connected Unix socket (SO_PEERCRED).
 Result<pid_t> peer_pid(int fd);
+/// Whether the process at the other end of a unix socket runs as our
+/// effective user (SO_PEERCRED); false when that cannot be read. The
+/// sockets are abstract, so any local user could reach them otherwise.
+bool same_user(int fd) noexcept;
 
 /// Sends one message with up to one descriptor attached. no_resource when
 /// the socket is full, broken when the peer is gone.

@@ -7,9 +7,15 @@
 #include "drivers/shm/ring.hpp"
 #include "drivers/shm/sys.hpp"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace pier::drivers::shm::test {
 namespace {
@@ -193,6 +199,41 @@ TEST(ShmHostile, AHugeRingIsRefusedAModestOneTaken) {
   fake2.lines = accepted_ring_lines(default_ring_lines);
   auto inst2 = open(real2, Track::small);
   EXPECT_EQ(connect_to_fake(*inst2, Track::small, fake2, real2), Status::ok);
+}
+
+/// The sockets are abstract: any local user can reach them. A process of
+/// another user is closed at once (before, it was kept, waiting for a hello
+/// that would have given it a connection).
+TEST(ShmHostile, AnotherUsersConnectionIsClosedAtOnce) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
+  Side real = make_side();
+  Result<Url> r = decode_url(real.url);
+  ASSERT_TRUE(r.has_value());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    Result<Fd> fd = seqpacket_socket();
+    if (!fd || connect_abstract(fd->get(), socket_name(r->pid, r->nonce)) != Status::ok) ::_exit(4);
+    ::pollfd p{fd->get(), POLLIN, 0};
+    if (::poll(&p, 1, 3000) != 1) ::_exit(1);  // still held open
+    char c = 0;
+    ::_exit(::recv(fd->get(), &c, 1, 0) == 0 ? 0 : 2);
+  }
+  std::vector<std::byte> url;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      (void)::waitpid(child, &status, 0);
+      break;
+    }
+    (void)real.ctx->incoming(url);  // drives the accepts
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(ShmHostile, PeerClosingItsSocketIsBroken) {
