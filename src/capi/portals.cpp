@@ -32,7 +32,8 @@ int simple(Op op, std::uint32_t handle) {
 /// mid-write): the LIB answers then.
 bool ct_read(ptl_handle_ct_t h, ptl_ct_event_t& value) {
   namespace lib = pier::lib;
-  State* s = pier::capi::state();
+  pier::capi::Pin pin;
+  State* s = pin.get();
   const lib::CtMirror* table = s ? s->ct_mirrors.get() : nullptr;
   if (!table || lib::kind_of(h) != lib::Kind::ct) return false;
   return lib::read_ct(table[lib::ct_mirror_slot(h)], h, value);
@@ -246,9 +247,12 @@ int PtlPTDisable(ptl_handle_ni_t ni, ptl_pt_index_t index) {
   if (int rc = call(Op::pt_disable, c); rc != PTL_OK) return rc;
   // Returns once the messages already matched on the entry have finished
   // and posted their events (§5.5).
-  State* s = pier::capi::state();
+  pier::capi::Pin pin;
+  State* s = pin.get();
+  if (!s) return PTL_NO_INIT;
   auto deadline = pier::base::Deadline::after_ms(10000);
   while (!deadline.expired()) {
+    if (pier::capi::state() != s) return PTL_NO_INIT;  // PtlFini waits for us
     Reply r;
     std::uint64_t seen = s->lib->notifier().epoch();
     if (int rc = call(Op::pt_busy, c, &r); rc != PTL_OK) return rc;
@@ -347,9 +351,13 @@ int PtlMEAppend(ptl_handle_ni_t ni, ptl_pt_index_t pt, const ptl_me_t* me, ptl_l
 }
 
 int PtlLEUnlink(ptl_handle_le_t le) {
+  if (!pier::capi::state()) return PTL_NO_INIT;
+  if (pier::lib::kind_of(le) != pier::lib::Kind::le) return PTL_ARG_INVALID;  // an ME's handle
   return simple(Op::unlink, le);
 }
 int PtlMEUnlink(ptl_handle_me_t me) {
+  if (!pier::capi::state()) return PTL_NO_INIT;
+  if (pier::lib::kind_of(me) != pier::lib::Kind::me) return PTL_ARG_INVALID;  // an LE's handle
   return simple(Op::unlink, me);
 }
 
@@ -397,7 +405,7 @@ int PtlCTCancelTriggered(ptl_handle_ct_t ct) {
 int PtlCTGet(ptl_handle_ct_t ct, ptl_ct_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!event) return PTL_ARG_INVALID;
-  pier::capi::poll(*pier::capi::state());
+  pier::capi::poll();
   if (ptl_ct_event_t v; ct_read(ct, v)) {
     *event = v;
     return PTL_OK;
@@ -506,7 +514,7 @@ int PtlEQFree(ptl_handle_eq_t eq) {
 int PtlEQGet(ptl_handle_eq_t eq, ptl_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!event) return PTL_ARG_INVALID;
-  pier::capi::poll(*pier::capi::state());
+  pier::capi::poll();
   return eq_poll_once(&eq, 1, event, nullptr);
 }
 

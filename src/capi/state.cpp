@@ -5,8 +5,10 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -24,6 +26,8 @@ namespace {
 std::mutex init_mu;
 int init_count = 0;
 std::atomic<State*> live{nullptr};
+/// Pins held on `live` (Pin), by every thread: the last PtlFini waits for 0.
+std::atomic<std::int64_t> pins{0};
 // Threads inside a blocking call, times two, plus the abort bit: one word,
 // so "set the abort only while someone waits" and "the last waiter clears
 // it" cannot interleave into an abort that outlives every waiter.
@@ -154,8 +158,21 @@ State* state() noexcept {
   return live.load(std::memory_order_acquire);
 }
 
+Pin::Pin() noexcept {
+  // Sequentially consistent with PtlFini's exchange and its reads of the
+  // count: either we see the state gone, or PtlFini sees our pin.
+  pins.fetch_add(1, std::memory_order_seq_cst);
+  s_ = live.load(std::memory_order_seq_cst);
+  if (s_ == nullptr) pins.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+Pin::~Pin() {
+  if (s_ != nullptr) pins.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
-  State* s = state();
+  Pin pin;
+  State* s = pin.get();
   if (!s) return PTL_NO_INIT;
   api_calls.store(api_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   lib::Reply local;
@@ -212,8 +229,9 @@ void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept
   s.core->leave_critical();
 }
 
-void poll(State& s) noexcept {
-  (void)s.api->poll();
+void poll() noexcept {
+  Pin pin;
+  if (State* s = pin.get()) (void)s->api->poll();
 }
 
 }  // namespace pier::capi
@@ -247,13 +265,29 @@ void PtlFini(void) {
   std::lock_guard lock(pier::capi::init_mu);
   if (pier::capi::init_count == 0) return;
   if (--pier::capi::init_count > 0) return;
-  State* s = pier::capi::live.exchange(nullptr, std::memory_order_acq_rel);
-  if (s) pier::capi::tear_down(s);
+  State* s = pier::capi::live.exchange(nullptr, std::memory_order_seq_cst);
+  if (!s) return;
+  // Threads still inside a call leave within a turn (a wait looks up the
+  // state between turns of at most a millisecond); wake the sleepers.
+  auto deadline = pier::base::Deadline::after_ms(10000);
+  while (pier::capi::pins.load(std::memory_order_seq_cst) != 0) {
+    if (deadline.expired()) {
+      PIER_LOG(error, "capi",
+               "PtlFini: {} calls still inside pier after 10 s; the state is left in place",
+               pier::capi::pins.load());
+      return;
+    }
+    s->lib->notifier().bump();
+    s->core->wake();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  pier::capi::tear_down(s);
 }
 
 void PtlAbort(void) {
   if (!pier::capi::raise_abort()) return;
-  if (State* s = pier::capi::state()) s->lib->notifier().bump();
+  pier::capi::Pin pin;
+  if (State* s = pin.get()) s->lib->notifier().bump();
 }
 
 }  // extern "C"

@@ -48,7 +48,25 @@ struct State {
 };
 
 /// The live state, or nullptr before PtlInit / after the last PtlFini.
+/// Only for a quick check: use it through a Pin.
 State* state() noexcept;
+
+/// The live state, held: the last PtlFini waits until no pin is left before
+/// it tears the state down, so a thread inside a call (a wait, most of
+/// all) never touches freed memory; it sees state() change and leaves with
+/// PTL_NO_INIT.
+class Pin {
+ public:
+  Pin() noexcept;
+  ~Pin();
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+  /// Null before PtlInit or once the last PtlFini began.
+  State* get() const noexcept { return s_; }
+
+ private:
+  State* s_ = nullptr;
+};
 
 /// Forwards `op` to the LIB; PTL_NO_INIT without state, PTL_FAIL when the
 /// NAL could not deliver the call.
@@ -65,13 +83,14 @@ bool raise_abort() noexcept;
 /// itself, spinning CORE_SPIN_US and then sleeping in the drivers' waits.
 void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept;
 /// One progress pass of the core in the calling thread.
-void poll(State& s) noexcept;
+void poll() noexcept;
 
 /// Repeats `attempt` until it returns something other than `empty`, the
 /// timeout passes (returns `empty`) or PtlAbort (PTL_ABORTED).
 template <class Attempt>
 int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
-  State* s = state();
+  Pin pin;
+  State* s = pin.get();
   if (!s) return PTL_NO_INIT;
   auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
                                                  : base::Deadline::after_ms(timeout_ms);
@@ -80,6 +99,10 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
   while (true) {
     if (aborting()) {
       rc = PTL_ABORTED;
+      break;
+    }
+    if (state() != s) {  // PtlFini began: it waits for us to leave
+      rc = PTL_NO_INIT;
       break;
     }
     std::uint64_t seen = s->lib->notifier().epoch();

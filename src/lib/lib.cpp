@@ -103,7 +103,10 @@ void Notifier::wait(std::uint64_t seen, std::int64_t max_ns) noexcept {
 Lib::Lib(core::Core& core)
     : core_(core),
       msgs_(static_cast<std::size_t>(messages_key.get())),
-      trigs_(static_cast<std::size_t>(triggered_key.get())) {}
+      trigs_(static_cast<std::size_t>(triggered_key.get())) {
+  // NI handles go on from the last LIB of this process (PtlFini, PtlInit).
+  for (std::uint32_t i = 0; i < ni_gen_.size(); ++i) ni_gen_[i] = next_generation(Kind::ni, i);
+}
 
 Lib::~Lib() {
   // Off the core first: arrivals still unanswered (parked requests, data
@@ -114,6 +117,7 @@ Lib::~Lib() {
   parked_count_ = 0;
   for (auto& ni : nis_)
     if (ni.refs > 0 || ni.dying) destroy_ni(ni);
+  for (std::uint32_t i = 0; i < ni_gen_.size(); ++i) next_generation(Kind::ni, i) = ni_gen_[i];
   if (bounce_region_.handle != 0) (void)core_.invalidate(bounce_region_);
   if (staging_region_.handle != 0) (void)core_.invalidate(staging_region_);
 }

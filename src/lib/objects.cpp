@@ -1,12 +1,22 @@
 // pier lib: memory descriptors, event queues, counting events, and the one
 // path through which events and counts are written.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "base/log.hpp"
 #include "lib/lib.hpp"
 
 namespace pier::lib {
+
+std::uint32_t& next_generation(Kind kind, std::uint32_t ni) noexcept {
+  static std::array<std::array<std::uint32_t, 4>, 8> next = [] {
+    std::array<std::array<std::uint32_t, 4>, 8> a{};
+    for (auto& row : a) row.fill(1);
+    return a;
+  }();
+  return next[static_cast<std::size_t>(kind) & 7u][ni & 3u];
+}
 
 std::size_t Buffer::segment_at(std::size_t offset) const noexcept {
   if (offset >= length || offset < first) return segments.size();

@@ -43,21 +43,42 @@ constexpr std::uint32_t index_of(std::uint32_t h) noexcept {
   return h & 0xffffu;
 }
 
+/// Where the generations of the tables of one (kind, NI index) go on: a
+/// table created for the next life of that NI (after PtlNIFini, or PtlFini
+/// and PtlInit) starts past every generation the last one handed out, so
+/// no handle of a finalized NI names an object of the new one. Process-wide,
+/// reached under init_mu or the core's critical section.
+std::uint32_t& next_generation(Kind kind, std::uint32_t ni) noexcept;
+
 /// A fixed-capacity table of T (sized when its NI is created) whose handles
 /// carry a generation, so a stale or forged handle resolves to nothing.
+/// Free slots are reused oldest first: a freed handle comes back only after
+/// the generation of its slot went round, which takes about 1022 reuses of
+/// every slot of the table, not of one.
 template <class T>
 class Table {
  public:
   Table(Kind kind, std::uint32_t ni, std::uint32_t capacity)
-      : kind_(kind), ni_(ni), slots_(capacity) {
-    free_.reserve(capacity);
-    for (std::uint32_t i = capacity; i > 0; --i) free_.push_back(i - 1);
+      : kind_(kind), ni_(ni), slots_(capacity), free_(capacity), free_count_(capacity) {
+    const std::uint32_t first = next_generation(kind, ni);
+    highest_ = first;
+    for (std::uint32_t i = 0; i < capacity; ++i) {
+      free_[i] = i;
+      slots_[i].gen = first;
+    }
   }
+  ~Table() {
+    std::uint32_t& next = next_generation(kind_, ni_);
+    next = highest_ + 1 >= generation_limit ? 1 : highest_ + 1;
+  }
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
   /// A fresh T, or nullptr when the table is full.
   T* acquire() noexcept {
-    if (free_.empty()) return nullptr;
-    std::uint32_t i = free_.back();
-    free_.pop_back();
+    if (free_count_ == 0) return nullptr;
+    std::uint32_t i = free_[free_head_];
+    free_head_ = (free_head_ + 1) % free_.size();
+    --free_count_;
     Slot& s = slots_[i];
     s.obj = T{};
     s.live = true;
@@ -79,7 +100,11 @@ class Table {
     s.live = false;
     s.obj = T{};
     s.gen = s.gen + 1 >= generation_limit ? 1 : s.gen + 1;
-    free_.push_back(i);
+    // The next life starts past this (once a slot went round, nothing is
+    // past everything: the wrap is the limit of a 10-bit generation).
+    if (s.gen > highest_) highest_ = s.gen;
+    free_[(free_head_ + free_count_) % free_.size()] = i;
+    ++free_count_;
     --live_;
   }
   std::size_t live() const noexcept { return live_; }
@@ -99,7 +124,10 @@ class Table {
   Kind kind_;
   std::uint32_t ni_;
   std::vector<Slot> slots_;
-  std::vector<std::uint32_t> free_;
+  std::vector<std::uint32_t> free_;  ///< a ring of free indexes, oldest at free_head_
+  std::size_t free_head_ = 0;
+  std::size_t free_count_ = 0;
+  std::uint32_t highest_ = 1;  ///< the largest generation a slot reached
   std::size_t live_ = 0;
 };
 

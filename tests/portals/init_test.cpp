@@ -1,4 +1,7 @@
 // PORTALS4.md §6.1 and §6.2: initialisation, handles, NIs, addressing.
+#include <chrono>
+#include <thread>
+
 #include "fixture.hpp"
 
 namespace pier::portals::test {
@@ -115,11 +118,150 @@ TEST(PortalsInit, R_I2_InitIsReferenceCounted) {
   PtlFini();
 }
 
+/// PtlFini while other threads wait inside pier: each wait ends with
+/// PTL_NO_INIT and nothing touches freed memory (before, with four waiters
+/// the process crashed in 10 runs of 10).
+TEST(PortalsInit, R_I2_FiniWhileOtherThreadsWaitEndsTheirWaits) {
+  ASSERT_EQ(PtlInit(), PTL_OK);
+  ptl_handle_ni_t ni;
+  ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, matching_physical, PTL_PID_ANY, nullptr, nullptr, &ni),
+            PTL_OK);
+  ptl_handle_eq_t eq;
+  ASSERT_EQ(PtlEQAlloc(ni, 8, &eq), PTL_OK);
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni, &ct), PTL_OK);
+  std::vector<int> rcs(6, -1);
+  std::vector<std::thread> waiters;
+  for (std::size_t i = 0; i < rcs.size(); ++i)
+    waiters.emplace_back([&, i] {
+      if (i % 2 == 0) {
+        ptl_event_t ev;
+        unsigned which = 0;
+        rcs[i] = PtlEQPoll(&eq, 1, 5000, &ev, &which);
+      } else {
+        ptl_ct_event_t v;
+        unsigned which = 0;
+        const ptl_size_t test = 1;
+        rcs[i] = PtlCTPoll(&ct, &test, 1, 5000, &v, &which);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const auto t0 = std::chrono::steady_clock::now();
+  PtlFini();
+  for (auto& t : waiters) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  for (int rc : rcs) EXPECT_EQ(rc, PTL_NO_INIT);
+  ptl_ct_event_t v;
+  EXPECT_EQ(PtlCTGet(ct, &v), PTL_NO_INIT);
+}
+
+/// Handles of objects of an NI that was finalized name nothing in the NI
+/// created next, nor after PtlFini and PtlInit: the generations go on
+/// (before, the first objects of the new NI had the very same handles).
+TEST(PortalsInit, R_I10_HandlesOfAFinalizedNIStayStale) {
+  ASSERT_EQ(PtlInit(), PTL_OK);
+  ptl_handle_ni_t ni;
+  ptl_handle_ct_t ct_old, ct_new;
+  ptl_handle_eq_t eq_old, eq_new;
+  ptl_handle_md_t md_old, md_new;
+  static char buf[64];
+  ptl_md_t md{buf, sizeof buf, 0, PTL_EQ_NONE, PTL_CT_NONE};
+  auto make = [&](ptl_handle_ct_t& ct, ptl_handle_eq_t& eq, ptl_handle_md_t& h) {
+    ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, matching_physical, PTL_PID_ANY, nullptr, nullptr, &ni),
+              PTL_OK);
+    ASSERT_EQ(PtlCTAlloc(ni, &ct), PTL_OK);
+    ASSERT_EQ(PtlEQAlloc(ni, 4, &eq), PTL_OK);
+    ASSERT_EQ(PtlMDBind(ni, &md, &h), PTL_OK);
+  };
+  make(ct_old, eq_old, md_old);
+  ASSERT_EQ(PtlNIFini(ni), PTL_OK);
+  for (int life = 0; life < 2; ++life) {
+    make(ct_new, eq_new, md_new);
+    EXPECT_FALSE(PtlHandleIsEqual(ct_old, ct_new));
+    EXPECT_FALSE(PtlHandleIsEqual(eq_old, eq_new));
+    EXPECT_FALSE(PtlHandleIsEqual(md_old, md_new));
+    ASSERT_EQ(PtlCTSet(ct_new, ptl_ct_event_t{99, 0}), PTL_OK);
+    ptl_ct_event_t v;
+    EXPECT_EQ(PtlCTGet(ct_old, &v), PTL_ARG_INVALID);
+    EXPECT_EQ(PtlEQFree(eq_old), PTL_ARG_INVALID);
+    EXPECT_EQ(PtlMDRelease(md_old), PTL_ARG_INVALID);
+    ASSERT_EQ(PtlNIFini(ni), PTL_OK);
+    ct_old = ct_new;
+    eq_old = eq_new;
+    md_old = md_new;
+    if (life == 0) {  // the second life comes after PtlFini and PtlInit
+      PtlFini();
+      ASSERT_EQ(PtlInit(), PTL_OK);
+    }
+  }
+  PtlFini();
+}
+
 class PortalsNi : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(PtlInit(), PTL_OK); }
   void TearDown() override { PtlFini(); }
 };
+
+/// A freed handle stays stale while its table is reused many times over
+/// (before, one slot took all the reuse and its 10-bit generation came
+/// round after 1022 alloc/free cycles).
+TEST_F(PortalsNi, R_I10_AFreedHandleStaysStaleThroughManyReuses) {
+  ptl_handle_ni_t ni;
+  ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, matching_physical, PTL_PID_ANY, nullptr, nullptr, &ni),
+            PTL_OK);
+  ptl_handle_ct_t stale;
+  ASSERT_EQ(PtlCTAlloc(ni, &stale), PTL_OK);
+  ASSERT_EQ(PtlCTFree(stale), PTL_OK);
+  int revived = 0;
+  for (int i = 0; i < 3000; ++i) {
+    ptl_handle_ct_t ct;
+    ASSERT_EQ(PtlCTAlloc(ni, &ct), PTL_OK);
+    ptl_ct_event_t v;
+    if (PtlHandleIsEqual(ct, stale) || PtlCTGet(stale, &v) != PTL_ARG_INVALID) ++revived;
+    ASSERT_EQ(PtlCTFree(ct), PTL_OK);
+  }
+  EXPECT_EQ(revived, 0);
+  EXPECT_EQ(PtlNIFini(ni), PTL_OK);
+}
+
+/// An ME's handle is no LE's and the other way round.
+TEST_F(PortalsNi, R_I10_UnlinkOfTheOtherEntryKindIsRefused) {
+  for (unsigned kind : {PTL_NI_MATCHING, PTL_NI_NO_MATCHING}) {
+    ptl_handle_ni_t ni;
+    ASSERT_EQ(
+        PtlNIInit(PTL_IFACE_DEFAULT, kind | PTL_NI_PHYSICAL, PTL_PID_ANY, nullptr, nullptr, &ni),
+        PTL_OK);
+    ptl_pt_index_t pt;
+    ASSERT_EQ(PtlPTAlloc(ni, 0, PTL_EQ_NONE, PTL_PT_ANY, &pt), PTL_OK);
+    static char buf[16];
+    ptl_me_t me{};
+    me.start = buf;
+    me.length = sizeof buf;
+    me.ct_handle = PTL_CT_NONE;
+    me.uid = PTL_UID_ANY;
+    me.options = PTL_ME_OP_PUT;
+    me.match_id.phys.nid = PTL_NID_ANY;
+    me.match_id.phys.pid = PTL_PID_ANY;
+    ptl_handle_me_t h;
+    if (kind == PTL_NI_MATCHING) {
+      ASSERT_EQ(PtlMEAppend(ni, pt, &me, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+      EXPECT_EQ(PtlLEUnlink(h), PTL_ARG_INVALID);
+      EXPECT_EQ(PtlMEUnlink(h), PTL_OK);
+    } else {
+      ptl_le_t le{};
+      le.start = buf;
+      le.length = sizeof buf;
+      le.ct_handle = PTL_CT_NONE;
+      le.uid = PTL_UID_ANY;
+      le.options = PTL_LE_OP_PUT;
+      ASSERT_EQ(PtlLEAppend(ni, pt, &le, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+      EXPECT_EQ(PtlMEUnlink(h), PTL_ARG_INVALID);
+      EXPECT_EQ(PtlLEUnlink(h), PTL_OK);
+    }
+    EXPECT_EQ(PtlNIFini(ni), PTL_OK);
+  }
+}
 
 TEST_F(PortalsNi, R_I3_NIInitTwiceGivesTheSameHandle) {
   ptl_handle_ni_t a, b;
