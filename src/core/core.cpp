@@ -49,7 +49,8 @@ inline const config::IntKey send_msgs_key{"CORE_SEND_MSGS", 1024, 1, 1 << 20,
                                           "send message states (outstanding sends)"};
 inline const config::IntKey recv_msgs_key{
     "CORE_RECV_MSGS", 1024, 1, 1 << 20,
-    "receive message states (messages not yet finalized); raised to ranks x 2 x CORE_CREDITS"};
+    "receive message states (messages not yet finalized); each peer holds at most 2 x "
+    "CORE_CREDITS of them"};
 inline const config::IntKey spin_key{"CORE_SPIN_US", 50, 0, 10'000'000,
                                      "microseconds wait() polls before it sleeps in a driver"};
 inline const config::IntKey gap_key{
@@ -80,24 +81,10 @@ Settings Settings::from_config() {
 
 // --- Impl set-up -----------------------------------------------------------
 
-namespace {
-/// At least one receive state per credit we grant, over every peer and
-/// priority: each of a peer's unfinished messages keeps a credit spent, so
-/// honest peers together can never empty the pool, and one peer cannot take
-/// another's share (a peer holding more than its grant is failed).
-Settings with_recv_pool(Settings s, Rank size) {
-  const std::uint64_t all_grants =
-      std::uint64_t{std::max<Rank>(size, 1)} * wire::priority_count * s.credits;
-  s.recv_msgs = static_cast<std::uint32_t>(
-      std::max<std::uint64_t>(s.recv_msgs, std::min<std::uint64_t>(all_grants, 1u << 20)));
-  return s;
-}
-}  // namespace
-
 Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
     : rank_(rank),
       size_(size),
-      settings_(with_recv_pool(settings, size)),
+      settings_(settings),
       sends_(settings_.send_msgs),
       recvs_(settings_.recv_msgs),
       ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
@@ -109,6 +96,17 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
   // completions under send_msgs + 8 leaves the receive states their share
   // of the ring, so it never overflows.
   send_budget_ = std::size_t{settings.send_msgs} + 8;
+  // Each peer holds at most its grant of receive states (acquire_incoming);
+  // a pool smaller than every grant together is shared at peak, and the
+  // peer whose packet finds it empty is failed. Not raised here: the pools
+  // sized from it grow with it (about 160 MiB at 1024 ranks).
+  const std::uint64_t all_grants =
+      std::uint64_t{std::max<Rank>(size, 1)} * wire::priority_count * settings.credits;
+  if (all_grants > settings.recv_msgs)
+    PIER_LOG(info, "core",
+             "PIER_CORE_RECV_MSGS={} holds fewer messages than {} ranks may leave unfinished "
+             "together ({}): raise it if the peers are many and busy",
+             settings.recv_msgs, size, all_grants);
 }
 
 Core::Impl::~Impl() {
