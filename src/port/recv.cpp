@@ -358,7 +358,18 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
                       static_cast<std::uint8_t>(Status::timeout));
     return;
   }
-  if (s->sender_epoch != h.epoch) restart_stream(s, h.epoch);
+  if (s->sender_epoch != h.epoch) {
+    // Incarnations in serial order (they wrap at 16 bits): traffic of an
+    // older one is a closed port's, late (its close-time drop may leave
+    // after its successor's first op); nobody waits for it.
+    const auto ahead =
+        static_cast<std::int16_t>(static_cast<std::uint16_t>(h.epoch - s->sender_epoch));
+    if (s->sender_epoch != 0 && ahead < 0) {
+      (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
+      return;
+    }
+    restart_stream(s, h.epoch);
+  }
   if (h.kind == wire::PortKind::resume || h.kind == wire::PortKind::drop) {
     (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
     if (s->suspended > 0) --s->suspended;

@@ -3,6 +3,8 @@
 // answered it (ack, nack or get data, positional: wire/port.hpp) and the core
 // finalized our send. A failure disables the connection until one resume or
 // drop per reported failure (G10).
+#include <algorithm>
+
 #include "base/log.hpp"
 #include "port/impl.hpp"
 
@@ -417,11 +419,15 @@ void Port::Impl::on_peer_failed(std::uint32_t node_id) noexcept {
 
 void Port::Impl::close_sender() noexcept {
   // A connection left disabled (a failure never resumed nor dropped) holds
-  // the target's stream suspended, with what we sent behind the failure:
-  // drop it there, as drop_sends would, so the target lets go of it.
-  for (Connection* c : live_conns)
-    for (std::uint32_t i = 0; i < c->failures; ++i)
+  // the target's stream suspended, with what we sent behind the failure;
+  // ops still unanswered may fail there after we are gone and suspend it
+  // then. Drop it there, as drop_sends would, once per failure and at least
+  // once while ops are out, so the target lets go of all of it.
+  for (Connection* c : live_conns) {
+    const std::uint32_t drops = std::max<std::uint32_t>(c->failures, c->in_flight.empty() ? 0 : 1);
+    for (std::uint32_t i = 0; i < drops; ++i)
       (void)send_answer(c->priority, c->node, c->port, 0, wire::PortKind::drop, 0);
+  }
   // Ops the core no longer holds give their regions back now; the others
   // when their lib_finalize comes (on_*_finalized of a closed port).
   for (Connection* c : live_conns)
