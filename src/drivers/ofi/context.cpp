@@ -674,9 +674,6 @@ void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
       if (err != FI_ECANCELED && err != FI_ETRUNC)
         PIER_LOG(debug, "ofi", "receive failed: {} ({}, len {}, olen {})", fi_strerror(err), err,
                  e.len, e.olen);
-      if (err != FI_ECANCELED && err != FI_ETRUNC)
-        PIER_LOG(debug, "ofi", "receive failed: {} ({}, len {}, olen {})", fi_strerror(err), err,
-                 e.len, e.olen);
       if (!op->done && op->owner != nullptr) {
         op->tag = e.tag;
         op->data = e.data;

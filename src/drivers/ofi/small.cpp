@@ -62,11 +62,15 @@ void OfiInstance::on_prepost_done() noexcept {
 Status OfiInstance::deliver(driver::Packet& pkt) noexcept {
   Op* op = pre_op_;
   const std::size_t capacity = pkt.size();
-  const std::size_t n = std::min(op->length, capacity);
+  // A truncated completion reports what the peer sent, which may be more
+  // than the bounce buffer took (a peer with a larger max packet, or a
+  // hostile one): only what landed is copied.
+  const std::size_t landed = std::min(op->length, bounce_.size());
+  const std::size_t n = std::min(landed, capacity);
   (void)driver::copy_to_packet(pkt, 0, {bounce_.data(), n});
   const Status s =
       op->status == Status::ok && op->length <= capacity ? Status::ok : Status::truncated;
-  pkt.length = s == Status::ok ? n : capacity;
+  pkt.length = n;
   mark_final(pkt, s, mark_done);
   if (user_ == &pkt) user_ = nullptr;
   op->reported = true;
