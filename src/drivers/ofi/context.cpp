@@ -453,6 +453,14 @@ void OfiContext::fail_ops(OfiInstance* inst, Status why) noexcept {
   }
 }
 
+bool OfiContext::rdv_in_flight(const OfiInstance* inst) const noexcept {
+  for (const Op& op : ops_)
+    if (op.owner == inst && !op.done &&
+        (op.kind == Op::Kind::rma_write || op.kind == Op::Kind::rdv_notice))
+      return true;
+  return false;
+}
+
 Op* OfiContext::get_op(Op::Kind kind, OfiInstance* owner) noexcept {
   Op* op = free_ops_;
   if (op == nullptr) return nullptr;

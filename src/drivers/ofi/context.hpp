@@ -105,6 +105,8 @@ class OfiContext final : public driver::Context {
   void detach(OfiInstance* inst) noexcept;
   /// Completes every unfinished send-side op of `inst` with `why`.
   void fail_ops(OfiInstance* inst, Status why) noexcept;
+  /// Whether a rendezvous write of `inst` or its notice is still on its way.
+  bool rdv_in_flight(const OfiInstance* inst) const noexcept;
   /// An instance owes a control message it could not send yet.
   void owe_control() noexcept { control_owed_ = true; }
   std::uint64_t peer_addr(std::size_t peer) const noexcept { return peers_[peer].addr; }

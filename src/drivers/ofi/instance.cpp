@@ -10,6 +10,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace pier::drivers::ofi {
 
@@ -94,6 +95,13 @@ Status OfiInstance::disconnect() {
   std::lock_guard lock(ctx_.mutex());
   if (!ctx_.running()) return Status::not_initialized;
   if (state_ == State::connected && !ctx_.peer_dead(peer_)) {
+    // Rendezvous writes on their way finish, and their notices leave,
+    // before the bye: it counts those packets, and a write whose notice
+    // never went would hold the peer's receive for ever. Bounded: a peer
+    // that stopped answering is not waited for.
+    const auto until = driver::Clock::now() + std::chrono::seconds(2);
+    while (ctx_.rdv_in_flight(this) && !ctx_.peer_dead(peer_) && driver::Clock::now() < until)
+      ctx_.progress();
     Control bye;
     bye.type = ControlType::bye;
     bye.track = track_;

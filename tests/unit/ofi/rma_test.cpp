@@ -152,6 +152,31 @@ TEST_P(OfiRma, LongerSendTruncatesIntoTheRegisteredReceive) {
   EXPECT_EQ(dst[1000], std::byte{0xee}) << "wrote past the receive";
 }
 
+/// disconnect() while a rendezvous write is on its way: the bye counts the
+/// packet, so the write's notice must still leave (before, the write was
+/// marked closed and its notice dropped: the peer's receive waited for
+/// ever, here past a 5 s deadline).
+TEST_P(OfiRma, DisconnectDuringAWriteStillTellsThePeer) {
+  std::vector<std::byte> src(1 << 20), dst(1 << 20);
+  fill(src, 3);
+  ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+  Packet s, r;
+  s.set_iovec(&siov, 1);
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(l_.b->recv_post(r), Status::in_progress);
+  s.rdv_data = r.rdv_data;
+  s.rdv_len = r.rdv_len;
+  ASSERT_EQ(l_.a->send_post(s), Status::in_progress);
+  EXPECT_EQ(l_.a->disconnect(), Status::ok);
+  const Status w = l_.b->recv_wait(r, Clock::now() + std::chrono::seconds(5));
+  EXPECT_TRUE(w == Status::ok || w == Status::closed) << to_string(w);
+  if (w == Status::ok) {
+    EXPECT_EQ(r.length, src.size());
+    EXPECT_TRUE(same(dst, 3));
+  }
+  if (w == Status::timeout) (void)l_.b->recv_cancel(r);
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, OfiRma, ::testing::ValuesIn(providers()),
                          [](const auto& p) { return p.param; });
 
