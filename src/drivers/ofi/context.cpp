@@ -351,6 +351,7 @@ Status OfiContext::close() {
     while (std::chrono::steady_clock::now() < limit && sends_in_provider()) (void)read_cq();
   }
   close_fabric();
+  kept_buffers_.clear();  // the endpoint is gone: nothing can land any more
   state_ = State::closed;
   return Status::ok;
 }
@@ -474,9 +475,20 @@ Op* OfiContext::get_op(Op::Kind kind, OfiInstance* owner) noexcept {
 void OfiContext::maybe_free(Op* op) noexcept {
   if (op->kind == Op::Kind::free || op->in_provider || op->retry) return;
   if (op->owner != nullptr && !op->reported) return;
+  if (!kept_buffers_.empty())
+    std::erase_if(kept_buffers_, [op](const auto& k) { return k.first == op; });
   op->kind = Op::Kind::free;
   op->next_free = free_ops_;
   free_ops_ = op;
+}
+
+void OfiContext::keep_until_done(Op* op, std::vector<std::byte>&& buffer) noexcept {
+  try {
+    kept_buffers_.emplace_back(op, std::move(buffer));
+  } catch (...) {
+    // Leaked rather than freed under the provider.
+    new std::vector<std::byte>(std::move(buffer));  // NOLINT(cppcoreguidelines-owning-memory)
+  }
 }
 
 void OfiContext::retry_later(Op* op) noexcept {

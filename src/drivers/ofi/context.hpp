@@ -107,6 +107,9 @@ class OfiContext final : public driver::Context {
   void fail_ops(OfiInstance* inst, Status why) noexcept;
   /// Whether a rendezvous write of `inst` or its notice is still on its way.
   bool rdv_in_flight(const OfiInstance* inst) const noexcept;
+  /// Keeps `buffer` alive until `op` leaves the provider: a receive it had
+  /// matched cannot be canceled and lands after its instance is gone.
+  void keep_until_done(Op* op, std::vector<std::byte>&& buffer) noexcept;
   /// An instance owes a control message it could not send yet.
   void owe_control() noexcept { control_owed_ = true; }
   std::uint64_t peer_addr(std::size_t peer) const noexcept { return peers_[peer].addr; }
@@ -193,6 +196,8 @@ class OfiContext final : public driver::Context {
   std::vector<Op> ops_;
   Op* free_ops_ = nullptr;
   std::vector<Op*> retry_;
+  /// Bounce buffers of destroyed instances, until their receive ends.
+  std::vector<std::pair<Op*, std::vector<std::byte>>> kept_buffers_;
   std::vector<Peer> peers_;
   std::vector<OfiInstance*> instances_;
   std::vector<Control> parked_;  ///< hellos whose instance does not exist yet

@@ -39,6 +39,10 @@ OfiInstance::~OfiInstance() {
   }
   if (recv_op_ != nullptr) cancel_recv_op();
   end_small(Status::closed);
+  // A bounce receive the provider already matched (rxm segments still
+  // arriving) cannot be canceled: the buffer stays with the context until
+  // the receive leaves the provider (it was written after being freed).
+  if (pre_op_ != nullptr && pre_op_->in_provider) ctx_.keep_until_done(pre_op_, std::move(bounce_));
   close_mr();
   ctx_.detach(this);
 }

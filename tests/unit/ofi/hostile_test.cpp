@@ -43,5 +43,46 @@ TEST(OfiHostile, ASmallPacketLargerThanOurBounceIsTruncatedToWhatLanded) {
   EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
+class OfiDestroy : public ::testing::TestWithParam<std::string> {};
+
+/// An instance destroyed while its bounce receive may be matched and half
+/// filled (rxm segments still arriving): such a receive cannot be canceled,
+/// and the provider wrote into the freed bounce buffer (heap-use-after-free
+/// under ASan). The buffer now stays with the context until it lands.
+TEST_P(OfiDestroy, AnInstanceGoneMidTransferLeavesTheProviderValidMemory) {
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  Link keep;  // keeps y's context busy with another instance
+  ASSERT_EQ(connect(x, y, Track::large, keep), Status::ok);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    Link l;
+    ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+    std::vector<std::byte> src(65536);
+    ::iovec siov{src.data(), src.size()};
+    Packet s;
+    s.set_iovec(&siov, 1);
+    Status ss = l.a->send_post(s);
+    ASSERT_TRUE(is_success(ss));
+    for (int i = 0; i < 2 + attempt % 4 && ss == Status::in_progress; ++i) ss = l.a->send_poll(s);
+    driver::Instance* ready = nullptr;
+    for (int i = 0; i < 1 + attempt / 4; ++i) (void)y.ctx->probe_any(&ready);
+    l.b.reset();  // while the bounce receive may be mid-transfer
+    for (int i = 0; i < 200; ++i) {
+      (void)y.ctx->probe_any(&ready);
+      if (ss == Status::in_progress) ss = l.a->send_poll(s);
+    }
+    l.a.reset();
+  }
+  keep = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, OfiDestroy, ::testing::ValuesIn(providers()),
+                         [](const auto& p) { return p.param; });
+
 }  // namespace
 }  // namespace pier::drivers::ofi::test
