@@ -381,6 +381,10 @@ int Lib::ni_init(const Call& c, Reply& r) noexcept {
   ni.matching = m;
   ni.logical = lg;
   ni.limits = c.has_limits ? clamp_limits(c.limits) : default_limits();
+  // No more than the LIB's pool of triggered operations (LIB_TRIGGERED)
+  // can hold: a limit above it promised operations that failed NO_SPACE.
+  ni.limits.max_triggered_ops =
+      std::min(ni.limits.max_triggered_ops, static_cast<int>(trigs_.capacity()));
   const auto& l = ni.limits;
   try {
     ni.pts.resize(static_cast<std::size_t>(l.max_pt_index) + 1);

@@ -209,7 +209,13 @@ void Lib::post(Eq* eq, const ptl_event_t& ev) noexcept {
   std::size_t cap = eq->ring.size();
   std::size_t limit = ev.type == PTL_EVENT_PT_DISABLED ? cap : eq->requested;
   if (eq->count >= limit) {
-    // Circular (R-Q2): the oldest event is lost and the next read says so.
+    // Circular (R-Q2): the oldest event is lost and the next read says so;
+    // but a PT_DISABLED is never lost (R-F6): the oldest other one goes.
+    std::size_t k = 0;
+    while (k < eq->count && eq->ring[(eq->head + k) % cap].type == PTL_EVENT_PT_DISABLED) ++k;
+    if (k == eq->count) k = 0;  // nothing but PT_DISABLED: the oldest goes
+    for (std::size_t i = k; i > 0; --i)
+      eq->ring[(eq->head + i) % cap] = eq->ring[(eq->head + i - 1) % cap];
     eq->head = (eq->head + 1) % cap;
     --eq->count;
     eq->dropped = true;

@@ -243,6 +243,9 @@ struct Entry {
   std::uint32_t pending = 0;   ///< messages in flight into this entry
   std::uint32_t uh_refs = 0;   ///< unexpected headers whose data sits here
   bool auto_unlinked = false;  ///< waiting for uh_refs to drain (AUTO_FREE)
+  /// Left its list when a message matched (use-once, min_free): AUTO_UNLINK
+  /// waits for every message still landing in it (R-E4).
+  bool unlink_owed = false;
 };
 
 /// A header kept on a PT's unexpected list (R-U1).

@@ -580,10 +580,15 @@ void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
   }
   --e->pending;
   --pt.inflight;
-  if (m->unlink_after)
-    entry_auto_unlink(e, true);  // R-E4: after the comm event
-  else
+  // R-E4: AUTO_UNLINK after the comm events, of every message in flight
+  // into the entry (a rendezvous that matched earlier may land later).
+  if (m->unlink_after) e->unlink_owed = true;
+  if (e->unlink_owed && e->pending == 0) {
+    e->unlink_owed = false;
+    entry_auto_unlink(e, true);
+  } else {
     maybe_auto_free(e);
+  }
   release_msg(m);
 }
 

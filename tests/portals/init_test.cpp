@@ -360,6 +360,27 @@ TEST_F(PortalsNi, R_I7_LimitsLieWithinRange) {
   PtlNIFini(ni);
 }
 
+/// max_triggered_ops is what can really be used: asked for more than the
+/// LIB's pool holds (LIB_TRIGGERED, 4096), an NI reports the pool, and that
+/// many triggered operations are taken (before, it reported 8000 and the
+/// 4097th failed PTL_NO_SPACE; found by a review).
+TEST_F(PortalsNi, R_I7_TriggeredLimitIsWhatCanBeUsed) {
+  ptl_ni_limits_t want{}, l{};
+  want.max_triggered_ops = 8000;
+  want.max_cts = 4;
+  ptl_handle_ni_t ni;
+  ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, matching_physical, PTL_PID_ANY, &want, &l, &ni), PTL_OK);
+  EXPECT_LE(l.max_triggered_ops, 4096);
+  EXPECT_GE(l.max_triggered_ops, 1024);
+  ptl_handle_ct_t trig, target;
+  ASSERT_EQ(PtlCTAlloc(ni, &trig), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni, &target), PTL_OK);
+  for (int i = 0; i < l.max_triggered_ops; ++i)
+    ASSERT_EQ(PtlTriggeredCTInc(target, ptl_ct_event_t{1, 0}, trig, 1), PTL_OK) << i;
+  EXPECT_EQ(PtlTriggeredCTInc(target, ptl_ct_event_t{1, 0}, trig, 1), PTL_NO_SPACE);
+  EXPECT_EQ(PtlNIFini(ni), PTL_OK);
+}
+
 TEST_F(PortalsNi, R_I8_ResourceLimitsAreEnforced) {
   ptl_ni_limits_t want{}, l{};
   ptl_handle_ni_t ni;

@@ -592,6 +592,62 @@ TEST_P(Data, R_L3_VolatileBufferIsReusableAtReturn) {
   EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
 }
 
+/// An entry that leaves its list at a match (min_free here) says
+/// AUTO_UNLINK only after every message still landing in it: a rendezvous
+/// that matched first lands after the small put that used up the space
+/// (before, AUTO_UNLINK came between the two PUT events; found by a review).
+TEST_P(Data, R_E4_AutoUnlinkComesAfterEveryMessageInFlight) {
+  const std::size_t big = 4 << 20;
+  std::vector<char> tbuf(big + 64), src(big);
+  ptl_me_t m = me(tbuf.data(), tbuf.size(), PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL);
+  m.min_free = 32;
+  append(m);
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+  ptl_handle_md_t md = bind(src.data(), src.size());
+  ASSERT_EQ(PtlPut(md, 0, big, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 1), PTL_OK);
+  ASSERT_EQ(PtlPut(md, 0, 40, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 2), PTL_OK);
+  std::vector<ptl_event_kind_t> kinds;
+  for (int i = 0; i < 3; ++i) kinds.push_back(next_event(teq_).type);
+  EXPECT_EQ(kinds[0], PTL_EVENT_PUT);
+  EXPECT_EQ(kinds[1], PTL_EVENT_PUT);
+  EXPECT_EQ(kinds[2], PTL_EVENT_AUTO_UNLINK);
+}
+
+/// R-F6: a PT_DISABLED waiting in a full queue is never the event that a
+/// later one pushes out (before, it was lost once it became the oldest).
+TEST_P(Data, R_F6_PtDisabledSurvivesLaterEventsOnAFullQueue) {
+  ptl_handle_eq_t eq;
+  ASSERT_EQ(PtlEQAlloc(ni_, 2, &eq), PTL_OK);
+  ptl_pt_index_t fpt;
+  ASSERT_EQ(PtlPTAlloc(ni_, PTL_PT_FLOWCTRL, eq, PTL_PT_ANY, &fpt), PTL_OK);
+  std::vector<char> tbuf(64), src(64);
+  ptl_me_t m = me(tbuf.data(), tbuf.size(), PTL_ME_OP_PUT, 0, ~0ull);
+  ptl_handle_me_t h;
+  ASSERT_EQ(PtlMEAppend(ni_, fpt, &m, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  ptl_md_t d{};
+  d.start = src.data();
+  d.length = 64;
+  d.options = PTL_MD_EVENT_CT_SEND;
+  d.eq_handle = eq;
+  d.ct_handle = ct;
+  ptl_handle_md_t md;
+  ASSERT_EQ(PtlMDBind(ni_, &d, &md), PTL_OK);
+  for (ptl_size_t i = 1; i <= 6; ++i) {
+    ASSERT_EQ(PtlPut(md, 0, 8, PTL_NO_ACK_REQ, self_, fpt, 0, 0, nullptr, i), PTL_OK);
+    ct_wait(ct, i);
+  }
+  bool seen = false;
+  ptl_event_t ev{};
+  unsigned which = 0;
+  for (int i = 0; i < 16 && PtlEQPoll(&eq, 1, 100, &ev, &which) != PTL_EQ_EMPTY; ++i)
+    seen |= ev.type == PTL_EVENT_PT_DISABLED;
+  EXPECT_TRUE(seen) << "PT_DISABLED was pushed out";
+  EXPECT_EQ(PtlMDRelease(md), PTL_OK);
+  EXPECT_EQ(PtlCTFree(ct), PTL_OK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
 
 }  // namespace
