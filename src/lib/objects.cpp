@@ -142,6 +142,19 @@ int Lib::md_release(const Call& c, Reply&) noexcept {
   Md* md = ni.refs > 0 ? ni.mds->lookup(c.handle) : nullptr;
   if (!md) return PTL_ARG_INVALID;
   if (md->pending > 0) return PTL_IN_USE;
+  // A triggered operation on the MD that has not run yet would find it gone
+  // (§5.7: only an MD with nothing outstanding may be released).
+  auto names_md = [&](const Trig* t) {
+    return t->kind == TrigKind::move && (t->move.md == md->handle || t->move.get_md == md->handle);
+  };
+  bool triggered = false;
+  ni.cts->for_each([&](Ct& ct) {
+    for (const Trig* t = ct.triggered.head; t && !triggered; t = t->next) triggered = names_md(t);
+  });
+  for (const Trig* t : fire_queue_) triggered = triggered || names_md(t);
+  for (std::size_t i = 0; i < stalled_count_; ++i)  // a ring
+    triggered = triggered || names_md(stalled_[(stalled_head_ + i) % stalled_.size()]);
+  if (triggered) return PTL_IN_USE;
   drop_buffer(md->buffer);
   ni.mds->release(md);
   return PTL_OK;

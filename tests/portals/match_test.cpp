@@ -648,6 +648,28 @@ TEST_P(Data, R_F6_PtDisabledSurvivesLaterEventsOnAFullQueue) {
   EXPECT_EQ(PtlCTFree(ct), PTL_OK);
 }
 
+/// §5.7: an MD with a triggered operation still waiting on it is in use
+/// (before, it was released and the put vanished when triggered, with no
+/// event and no failure count; found by a review). Once the put ran, it goes.
+TEST_P(Data, R_T3_MdWithAPendingTriggeredOperationIsInUse) {
+  std::vector<char> tbuf(64), src(64);
+  append(me(tbuf.data(), tbuf.size(), PTL_ME_OP_PUT, 0, ~0ull));
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+  ptl_handle_ct_t ct, trig;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
+  ptl_handle_md_t md = bind(src.data(), src.size(), PTL_MD_EVENT_CT_SEND, ct);
+  ASSERT_EQ(PtlTriggeredPut(md, 0, 8, PTL_NO_ACK_REQ, self_, pt_, 0, 0, nullptr, 0, trig, 1),
+            PTL_OK);
+  EXPECT_EQ(PtlMDRelease(md), PTL_IN_USE);
+  ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
+  ct_wait(ct, 1);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
+  EXPECT_EQ(PtlMDRelease(md), PTL_OK);
+  EXPECT_EQ(PtlCTFree(ct), PTL_OK);
+  EXPECT_EQ(PtlCTFree(trig), PTL_OK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Data, ::testing::Values(false, true), cell_name);
 
 }  // namespace
