@@ -114,6 +114,18 @@ TEST(PierRun, JobTimeoutIsReported) {
   EXPECT_TRUE(has(o, "timeout after 1 s; still running: ranks 0, 1")) << o.output;
 }
 
+/// A timeout too large for the clock is refused at the command line
+/// (before, 1e10 s overflowed and the job was killed at once).
+TEST(PierRun, AnAbsurdTimeoutIsRefused) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "1", "--timeout", "1e10", BOOT_PROBE_PATH, "sleep"};
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_NE(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.exit_code, 124) << o.output;
+  EXPECT_TRUE(has(o, "--timeout")) << o.output;
+}
+
 TEST(PierRun, MissingProgramIsReported) {
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "10", "/nonexistent/pier-program"};

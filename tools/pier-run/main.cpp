@@ -14,13 +14,16 @@ int main(int argc, char** argv) {
       "(128+signal if killed), 124 on timeout, 127 if the program cannot start."};
   app.add_option("-n,--np", opt.ranks, "number of ranks")->required()->check(CLI::Range(1u, 4096u));
   app.add_flag("--tag-output", opt.tag_output, "prefix each output line with [rank]");
+  // At most a year: a larger number of seconds overflowed the clock and the
+  // job timed out at once.
+  constexpr double year_s = 365.0 * 24 * 3600;
   app.add_option("--timeout", opt.timeout_s, "kill the job after this many seconds (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, year_s));
   app.add_option("--bind", bind, "bind rank i to core i mod ncores (core) or not (none)")
       ->check(CLI::IsMember({"none", "core"}));
   app.add_option("--kill-grace", opt.kill_grace_s,
                  "seconds between SIGTERM and SIGKILL when the job ends early")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, year_s));
   // Everything from the program name on belongs to the program, options
   // included: the first positional argument stops pier-run's parsing.
   app.prefix_command();
