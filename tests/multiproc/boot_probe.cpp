@@ -11,6 +11,10 @@
 //                                    pier-run and print its refusal
 //   boot_probe badlib R              rank R says hello as pier 9.9.9; the
 //                                    others run the exchange
+//   boot_probe impostor              (root) a child that became `nobody`
+//                                    connects to pier-run's socket and
+//                                    reports whether it was closed at once;
+//                                    then the exchange
 // Prints "probe rank R: ..." lines; exits 0 on success, 2 when the exchange
 // failed (the bootstrap's error is printed), 1 on wrong data or usage.
 #include "boot/boot.hpp"
@@ -19,7 +23,11 @@
 
 #include <fmt/format.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <string>
@@ -99,6 +107,37 @@ int bad_version(long my_rank, long size, const std::string& library) {
   return err->why == pier::boot::proto::Refusal::version_mismatch ? 0 : 1;
 }
 
+/// A process of another user at pier-run's socket: 0 when pier-run closes
+/// it at once, 1 when it is still open after 3 s.
+int impostor(long my_rank) {
+  if (::geteuid() != 0) {
+    fmt::print("probe rank {}: impostor skipped (not root)\n", my_rank);
+    return 0;
+  }
+  const char* name = std::getenv("PIER_RUN_SOCKET");
+  auto address = name ? pier::boot::parse_unix_address(name) : pier::Status::invalid_argument;
+  if (!address) return 1;
+  const pid_t child = ::fork();
+  if (child < 0) return 1;
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 ||
+        ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
+      ::_exit(4);
+    ::pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 3000) != 1) ::_exit(1);  // still open
+    char c = 0;
+    ::_exit(::recv(fd, &c, 1, 0) == 0 ? 0 : 2);
+  }
+  int status = 0;
+  (void)::waitpid(child, &status, 0);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 9;
+  fmt::print("probe rank {}: impostor {}\n", my_rank,
+             code == 0 ? "refused" : fmt::format("not refused ({})", code));
+  return code == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,6 +158,8 @@ int main(int argc, char** argv) {
   const long size = env_size ? std::strtol(env_size, nullptr, 10) : 1;
   if (mode == "badversion") return bad_version(my_rank, size, "");
   if (mode == "badlib" && my_rank == target) return bad_version(my_rank, size, "9.9.9");
+  if (mode == "impostor")
+    if (int rc = impostor(my_rank); rc != 0) return rc;
   auto boot = Bootstrap::open();
   if (!boot) {
     fmt::print("probe rank {}: open failed: {}\n", my_rank, pier::to_string(boot.status()));

@@ -126,6 +126,19 @@ TEST(PierRun, AnAbsurdTimeoutIsRefused) {
   EXPECT_TRUE(has(o, "--timeout")) << o.output;
 }
 
+/// pier-run's socket is abstract: a process of another user that connects
+/// is closed at once (before, it could say hello as any rank and take that
+/// rank's place in the exchange); the job goes on.
+TEST(PierRun, AnotherUsersConnectionIsRefused) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "1", "--timeout", "30", BOOT_PROBE_PATH, "impostor"};
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  if (has(o, "impostor skipped")) GTEST_SKIP() << "needs root to become another user";
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "probe rank 0: impostor refused")) << o.output;
+}
+
 TEST(PierRun, MissingProgramIsReported) {
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "10", "/nonexistent/pier-program"};

@@ -19,6 +19,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -385,6 +386,16 @@ void Job::accept_conns() {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    // The socket is abstract, so any local user can reach it; only our own
+    // user's processes may join (one could otherwise take a rank's place).
+    ::ucred cred{};
+    ::socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+      say(fmt::format("refused a connection from pid {} of uid {}: only uid {} may join", cred.pid,
+                      cred.uid, ::geteuid()));
+      ::close(fd);
+      continue;
+    }
     conns_.emplace(fd, Conn{});
   }
 }
