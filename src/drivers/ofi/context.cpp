@@ -413,7 +413,9 @@ Status OfiContext::attach(OfiInstance* inst, const Url& remote, driver::Track tr
       return Status::invalid_argument;
     }
     p.addr = addr;
-    if (remote.host_key == host_key() && remote.pid != static_cast<std::uint32_t>(::getpid()))
+    const bool same_host = remote.host_key == host_key();
+    p.in_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid());
+    if (same_host && !p.in_process)
       p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
     if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
     peers_.push_back(p);
@@ -751,11 +753,32 @@ void OfiContext::retry_ops() noexcept {
   }
 }
 
+void OfiContext::check_in_process_peers() noexcept {
+  // try_lock: close() takes the list, then its own context's mutex, while
+  // we hold ours; a busy list is checked next time.
+  Neighbours& n = neighbours();
+  std::unique_lock list(n.mu, std::try_to_lock);
+  if (!list.owns_lock()) return;
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    if (!peers_[i].in_process || peers_[i].dead) continue;
+    const bool open = std::any_of(n.all.begin(), n.all.end(), [&](const OfiContext* c) {
+      return c->id_ == peers_[i].context_id;
+    });
+    if (open) continue;
+    PIER_LOG(debug, "ofi", "peer context {:x} of this process closed", peers_[i].context_id);
+    for (int round = 0; round < 16 && read_cq() > 0;) ++round;
+    mark_dead(i);
+  }
+}
+
 void OfiContext::check_peers() noexcept {
   const auto now = std::chrono::steady_clock::now();
+  check_in_process_peers();
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = peers_[i];
-    if (p.dead) continue;
+    // In-process peers: the list of open contexts says whether they are
+    // there; a keep-alive to a closed one crashed libfabric 1.17's shm.
+    if (p.dead || p.in_process) continue;
     if (p.pidfd >= 0) {
       pollfd pfd{p.pidfd, POLLIN, 0};
       if (::poll(&pfd, 1, 0) > 0) {

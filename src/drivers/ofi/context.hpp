@@ -137,9 +137,10 @@ class OfiContext final : public driver::Context {
   enum class State : std::uint8_t { fresh, described, running, closed };
   struct Peer {
     std::uint64_t context_id = 0;
-    std::uint64_t addr = 0;  ///< fi_addr_t
-    int pidfd = -1;          ///< same host and pid space: readable once it exits
-    std::string shm_region;  ///< its libfabric shm file, removed once it exits
+    std::uint64_t addr = 0;   ///< fi_addr_t
+    int pidfd = -1;           ///< same host and pid space: readable once it exits
+    bool in_process = false;  ///< a context of this process: alive while registered
+    std::string shm_region;   ///< its libfabric shm file, removed once it exits
     bool dead = false;
     std::chrono::steady_clock::time_point last_keepalive{};
   };
@@ -156,6 +157,8 @@ class OfiContext final : public driver::Context {
   void on_control(const Control& c) noexcept;
   void retry_ops() noexcept;
   void check_peers() noexcept;
+  /// Marks dead the peers that are contexts of this process no longer open.
+  void check_in_process_peers() noexcept;
   void mark_dead(std::size_t peer) noexcept;
   OfiInstance* find_ready() noexcept;
   void start_progress_thread();

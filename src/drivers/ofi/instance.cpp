@@ -37,7 +37,10 @@ OfiInstance::~OfiInstance() {
     for (int i = 0; i < 100 && ctx_.send_control(peer_, bye) == Status::no_resource; ++i)
       ctx_.progress();
   }
-  if (recv_op_ != nullptr) cancel_recv_op();
+  // The caller's memory is its own again once we return: a receive the
+  // provider holds is let go of first (it wrote into it after the destroy).
+  if (recv_op_ != nullptr && !cancel_and_wait_recv_op())
+    PIER_LOG(error, "ofi", "a receive into caller memory did not leave libfabric in time");
   end_small(Status::closed);
   // A bounce receive the provider already matched (rxm segments still
   // arriving) cannot be canceled: the buffer stays with the context until

@@ -79,6 +79,9 @@ class OfiInstance final : public driver::Instance {
   void close_mr() noexcept;
   Status register_recv(driver::Packet& pkt) noexcept;
   void cancel_recv_op() noexcept;
+  /// Cancels the receive and progresses until it left the provider (at most
+  /// 2 s); false when it is still there.
+  bool cancel_and_wait_recv_op() noexcept;
   void owe_credit() noexcept;
   void count_received() noexcept;
   bool is_user_recv(const driver::Packet& pkt) const noexcept;

@@ -144,6 +144,17 @@ void OfiInstance::cancel_recv_op() noexcept {
   if (op->in_provider && ctx_.ep() != nullptr) (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
 }
 
+bool OfiInstance::cancel_and_wait_recv_op() noexcept {
+  Op* op = recv_op_;
+  cancel_recv_op();
+  // The cancel comes back through the completion queue; a receive already
+  // matched (an rxm rendezvous, say) cannot be canceled and comes back when
+  // its data has landed.
+  const auto limit = driver::Clock::now() + cancel_limit;
+  while (op->in_provider && ctx_.ep() != nullptr && driver::Clock::now() < limit) ctx_.progress();
+  return !op->in_provider;
+}
+
 Status OfiInstance::finish_recv(driver::Packet& pkt) noexcept {
   Op* op = recv_op_;
   const Status s = op->status;
@@ -198,11 +209,7 @@ Status OfiInstance::recv_cancel(driver::Packet& pkt) {
   Op* op = recv_op_;
   if (!op->done) ctx_.progress();
   if (!op->done) {
-    cancel_recv_op();
-    // The cancel (or the packet, if it won the race) comes back through the
-    // completion queue.
-    const auto limit = driver::Clock::now() + cancel_limit;
-    while (op->in_provider && driver::Clock::now() < limit) ctx_.progress();
+    cancel_and_wait_recv_op();
     if (!op->done) {
       // libfabric never answered: forget the receive rather than hang.
       PIER_LOG(warn, "ofi", "a canceled receive did not come back from libfabric");

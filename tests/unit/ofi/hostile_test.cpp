@@ -5,6 +5,7 @@
 // spins inside fi_cq_read on such a packet, so that provider is not run.
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/config.hpp"
@@ -78,6 +79,90 @@ TEST_P(OfiDestroy, AnInstanceGoneMidTransferLeavesTheProviderValidMemory) {
   }
   keep = {};
   EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+/// A large-track receive posted into the caller's memory, its instance
+/// destroyed while the data may be arriving: once the destructor returns,
+/// the memory is the caller's again and nothing may write it (the provider
+/// did, for a matched receive that cannot be canceled). Tagged messages
+/// (RMA off): with RMA the receiver's registration is closed at destroy.
+TEST_P(OfiDestroy, AReceiveIntoCallerMemoryIsNotWrittenOnceItsInstanceIsGone) {
+  config::ScopedSet no_rma("OFI_RMA", "false");
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  constexpr std::size_t size = 8u << 20;
+  std::vector<std::byte> src(size, std::byte{0x5a});
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    Link l;
+    ASSERT_EQ(connect(x, y, Track::large, l), Status::ok);
+    std::vector<std::byte> dst(size, std::byte{0});
+    ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+    Packet s, r;
+    s.set_iovec(&siov, 1);
+    r.set_iovec(&riov, 1);
+    Status rs = l.b->recv_post(r);
+    ASSERT_TRUE(is_success(rs)) << to_string(rs);
+    Status ss = l.a->send_post(s);
+    ASSERT_TRUE(is_success(ss)) << to_string(ss);
+    // Until the first bytes landed: the receive is matched, mid-transfer.
+    const auto deadline = soon();
+    while (dst[0] == std::byte{0} && rs == Status::in_progress && Clock::now() < deadline) {
+      if (ss == Status::in_progress) ss = l.a->send_poll(s);
+      rs = l.b->recv_poll(r);
+    }
+    for (int i = 0; i < attempt % 3 && ss == Status::in_progress; ++i) ss = l.a->send_poll(s);
+    l.b.reset();
+    std::fill(dst.begin(), dst.end(), std::byte{0x11});
+    const auto until = Clock::now() + std::chrono::milliseconds(300);
+    driver::Instance* ready = nullptr;
+    while (Clock::now() < until) {
+      if (ss == Status::in_progress) ss = l.a->send_poll(s);
+      (void)y.ctx->probe_any(&ready);
+    }
+    const auto written =
+        std::count_if(dst.begin(), dst.end(), [](std::byte b) { return b != std::byte{0x11}; });
+    ASSERT_EQ(written, 0) << "attempt " << attempt << ": bytes written after the instance went";
+    l.a.reset();
+  }
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+/// Two contexts of one process: once one closes, the other's keep-alives to
+/// it crashed inside libfabric 1.17's shm provider (a peer in the same
+/// process has no pidfd to show it is gone). The closed context is now seen
+/// gone: the other side's receive ends, nothing crashes.
+TEST_P(OfiDestroy, AContextClosedInThisProcessIsAPeerGone) {
+  config::ScopedSet often("OFI_KEEPALIVE_MS", "5");
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  ASSERT_EQ(l.b->disconnect(), Status::ok);
+  l.b.reset();
+  ASSERT_EQ(y.ctx->close(), Status::ok);
+  y.ctx.reset();
+  std::vector<std::byte> dst(64);
+  ::iovec riov{dst.data(), dst.size()};
+  Packet r;
+  r.set_iovec(&riov, 1);
+  Status rs = l.a->recv_post(r);
+  const auto until = Clock::now() + std::chrono::milliseconds(500);
+  driver::Instance* ready = nullptr;
+  while (Clock::now() < until) {
+    if (rs == Status::in_progress) rs = l.a->recv_poll(r);
+    (void)x.ctx->probe_any(&ready);  // keep-alives go from progress
+  }
+  EXPECT_NE(rs, Status::in_progress);
+  EXPECT_NE(rs, Status::ok);
+  l.a.reset();
   EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
