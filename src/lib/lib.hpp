@@ -243,8 +243,16 @@ class Lib final : public core::Client, public nal::Lib {
   void free_entry(Entry* e) noexcept;
   void entry_auto_unlink(Entry* e, bool post_event) noexcept;
   void maybe_auto_free(Entry* e) noexcept;
-  void consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, void* user_ptr,
+  /// `by` matched `u`: its overflow (or search) event. `keep` is the
+  /// appended entry (null for a search's probe): when u's data is still
+  /// landing, it stays pending until then.
+  void consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, Entry* keep, void* user_ptr,
                           bool as_search) noexcept;
+  /// The data of a claimed header has landed (or failed): its deferred
+  /// overflow event and count; the header is free again.
+  void finish_claim(Ni& ni, Pt& pt, Unexpected* u, ptl_ni_fail_t fail) noexcept;
+  /// AUTO_UNLINK of an entry that left its list, once nothing lands in it.
+  void auto_unlink_when_idle(Entry* e) noexcept;
   // target.cpp: arriving requests
   /// False when no message state is free for the request (or older
   /// requests wait for one, unless `from_park`): the caller parks it.

@@ -87,9 +87,9 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
       Unexpected* next = u->next;
       if (matches(*e, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
         ptl_size_t rlength = u->rlength;  // consuming recycles the header
-        consume_unexpected(ni, pt, u, e, user_ptr, false);
+        consume_unexpected(ni, pt, u, e, e, user_ptr, false);
         if (once) {
-          entry_auto_unlink(e, true);
+          auto_unlink_when_idle(e);
           return PTL_OK;
         }
         if (inc_rlength) {
@@ -99,7 +99,7 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
                   ? e->buffer.length
                   : e->local_offset + rlength;
           if (e->min_free != 0 && e->buffer.length - e->local_offset < e->min_free) {
-            entry_auto_unlink(e, true);
+            auto_unlink_when_idle(e);
             return PTL_OK;
           }
         }
@@ -120,26 +120,50 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
   return PTL_OK;
 }
 
-void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, void* user_ptr,
-                             bool as_search) noexcept {
+namespace {
+
+ptl_event_t overflow_event(const Ni& ni, const Pt& pt, const Unexpected& u, void* user_ptr,
+                           bool as_search, ptl_ni_fail_t fail) noexcept {
   ptl_event_t ev{};
-  ev.type = as_search ? PTL_EVENT_SEARCH : overflow_kind(u->kind);
-  ev.start = u->entry ? u->entry->buffer.address(u->offset_used) : nullptr;
+  ev.type = as_search ? PTL_EVENT_SEARCH : overflow_kind(u.kind);
+  ev.start = u.entry ? u.entry->buffer.address(u.offset_used) : nullptr;
   ev.user_ptr = user_ptr;
-  ev.hdr_data = u->hdr_data;
-  ev.match_bits = u->match_bits;
-  ev.rlength = u->rlength;
-  ev.mlength = u->mlength;
-  ev.remote_offset = u->remote_offset;
-  ev.initiator = u->initiator;
-  ev.uid = u->uid;
+  ev.hdr_data = u.hdr_data;
+  ev.match_bits = u.match_bits;
+  ev.rlength = u.rlength;
+  ev.mlength = u.mlength;
+  ev.remote_offset = u.remote_offset;
+  ev.initiator = u.initiator;
+  ev.uid = u.uid;
   ev.pt_index = static_cast<ptl_pt_index_t>(&pt - ni.pts.data());
   ev.ptl_list = PTL_OVERFLOW_LIST;
-  ev.ni_fail_type = PTL_NI_OK;
-  ev.atomic_operation = u->atomic_op;
-  ev.atomic_type = u->atomic_type;
+  ev.ni_fail_type = fail;
+  ev.atomic_operation = u.atomic_op;
+  ev.atomic_type = u.atomic_type;
+  return ev;
+}
+
+}  // namespace
+
+void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, Entry* keep, void* user_ptr,
+                             bool as_search) noexcept {
+  if (!u->complete && !as_search) {
+    // R-U2 in arrival order: the header is taken now, its event waits for
+    // the data (the message completing posts it, finish_claim).
+    pt.unexpected.remove(u);
+    u->claimed = true;
+    u->claim_event = !(by->options & PTL_ME_EVENT_OVER_DISABLE);
+    u->claim_counts = by->ct && (by->options & PTL_ME_EVENT_CT_OVERFLOW);
+    u->claim_ct_bytes = by->options & PTL_ME_EVENT_CT_BYTES;
+    u->claim_ct = by->ct ? by->ct->handle : 0;
+    u->claim_user_ptr = user_ptr;
+    u->claim_entry = keep;
+    if (keep) ++keep->pending;
+    return;
+  }
   unsigned disable = as_search ? PTL_ME_EVENT_COMM_DISABLE : PTL_ME_EVENT_OVER_DISABLE;
-  if (!(by->options & disable)) post(pt.eq, ev);
+  if (!(by->options & disable))
+    post(pt.eq, overflow_event(ni, pt, *u, user_ptr, as_search, PTL_NI_OK));
   if (by->ct && (by->options & PTL_ME_EVENT_CT_OVERFLOW))
     count(by->ct, true, u->mlength, by->options & PTL_ME_EVENT_CT_BYTES);
   if (as_search) return;
@@ -151,6 +175,41 @@ void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, void* use
     --holder->uh_refs;
     maybe_auto_free(holder);
   }
+}
+
+void Lib::finish_claim(Ni& ni, Pt& pt, Unexpected* u, ptl_ni_fail_t fail) noexcept {
+  const bool ok = fail == PTL_NI_OK;
+  if (u->claim_event) post(pt.eq, overflow_event(ni, pt, *u, u->claim_user_ptr, false, fail));
+  if (u->claim_counts)
+    if (Ct* ct = ni.cts->lookup(u->claim_ct)) count(ct, ok, u->mlength, u->claim_ct_bytes);
+  Entry* holder = u->entry;
+  Entry* keep = u->claim_entry;
+  *u = Unexpected{};
+  ni.unexpected_free.push_back(u);
+  if (holder && holder->uh_refs > 0) {
+    --holder->uh_refs;
+    maybe_auto_free(holder);
+  }
+  if (keep && keep->pending > 0) {
+    --keep->pending;
+    if (keep->unlink_owed && keep->pending == 0) {
+      keep->unlink_owed = false;
+      entry_auto_unlink(keep, true);
+    } else {
+      maybe_auto_free(keep);
+    }
+  }
+}
+
+void Lib::auto_unlink_when_idle(Entry* e) noexcept {
+  if (e->pending == 0) {
+    entry_auto_unlink(e, true);
+    return;
+  }
+  // R-E4 and R-U3: after the overflow events still waiting for their data.
+  if (e->linked) (e->list == PTL_PRIORITY_LIST ? e->pt->priority : e->pt->overflow).remove(e);
+  e->linked = false;
+  e->unlink_owed = true;
 }
 
 void Lib::entry_auto_unlink(Entry* e, bool post_event) noexcept {
@@ -224,7 +283,7 @@ int Lib::search(const Call& c, Reply&) noexcept {
     Unexpected* next = u->next;
     if (matches(probe, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
       ++found;
-      consume_unexpected(*ni, pt, u, &probe, c.user_ptr, only);
+      consume_unexpected(*ni, pt, u, &probe, nullptr, c.user_ptr, only);
       if (once) break;
     }
     u = next;

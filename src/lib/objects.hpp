@@ -262,6 +262,16 @@ struct Unexpected {
   ptl_op_t atomic_op = 0;
   ptl_datatype_t atomic_type = 0;
   bool complete = false;  ///< its data has landed
+  /// Taken by an append or search-delete while its data was still landing
+  /// (it left the list then, in arrival order): the overflow event is
+  /// posted, and counted, when the data has landed.
+  bool claimed = false;
+  bool claim_event = false;     ///< the overflow event is wanted
+  bool claim_counts = false;    ///< counted on claim_ct
+  bool claim_ct_bytes = false;  ///< ... in bytes
+  std::uint32_t claim_ct = 0;   ///< looked up again then: it may be gone
+  void* claim_user_ptr = nullptr;
+  Entry* claim_entry = nullptr;  ///< the appended entry, pending until then
 };
 
 struct Pt {

@@ -378,6 +378,25 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     ev.atomic_operation = static_cast<ptl_op_t>(static_cast<unsigned>(h.atomic_op) - 1);
     ev.atomic_type = static_cast<ptl_datatype_t>(static_cast<unsigned>(h.atomic_type) - 1);
   }
+  if (uh) {
+    // R-U2: the header joins the unexpected list now, in arrival order,
+    // though its data may land after that of later messages.
+    uh->entry = e;
+    uh->kind = ev.type;
+    uh->initiator = ev.initiator;
+    uh->uid = ev.uid;
+    uh->match_bits = ev.match_bits;
+    uh->hdr_data = ev.hdr_data;
+    uh->rlength = ev.rlength;
+    uh->mlength = ev.mlength;
+    uh->remote_offset = ev.remote_offset;
+    uh->offset_used = offset;
+    uh->atomic_op = ev.atomic_operation;
+    uh->atomic_type = ev.atomic_type;
+    uh->complete = false;
+    pt.unexpected.push_back(uh);
+    ++e->uh_refs;
+  }
 
   if (long_cross && (!stage_waiting_.empty() || !stage_acquire(m, mlength, true))) {
     // No run free now: the message is matched and waits, in order, for
@@ -537,28 +556,20 @@ void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
   if (!comm_off) post(pt.eq, m->ev);  // R-E2
   if (e->ct && (e->options & PTL_ME_EVENT_CT_COMM))
     count(e->ct, ok, m->ev.mlength, e->options & PTL_ME_EVENT_CT_BYTES);
-  if (m->uh) {
-    if (ok) {
-      Unexpected* u = m->uh;
-      u->entry = e;
-      u->kind = m->ev.type;
-      u->initiator = m->ev.initiator;
-      u->uid = m->ev.uid;
-      u->match_bits = m->ev.match_bits;
-      u->hdr_data = m->ev.hdr_data;
-      u->rlength = m->ev.rlength;
-      u->mlength = m->ev.mlength;
-      u->remote_offset = m->ev.remote_offset;
-      u->offset_used = m->offset_used;
-      u->atomic_op = m->ev.atomic_operation;
-      u->atomic_type = m->ev.atomic_type;
-      u->complete = true;
-      pt.unexpected.push_back(u);
-      ++e->uh_refs;
-    } else {
-      ni.unexpected_free.push_back(m->uh);
-    }
+  if (Unexpected* u = m->uh) {
     m->uh = nullptr;
+    if (u->claimed) {
+      finish_claim(ni, pt, u, fail);
+    } else if (ok) {
+      u->complete = true;
+    } else {
+      // Nothing landed: the header was never there (the entry's pending
+      // count still holds it, so it is not freed under us).
+      pt.unexpected.remove(u);
+      *u = Unexpected{};
+      ni.unexpected_free.push_back(u);
+      if (e->uh_refs > 0) --e->uh_refs;
+    }
   }
   // Puts and atomics answer now (gets and fetches answered with their reply).
   if (m->op == wire::PortalsOp::put || m->op == wire::PortalsOp::atomic) {

@@ -613,6 +613,56 @@ TEST_P(Data, R_E4_AutoUnlinkComesAfterEveryMessageInFlight) {
   EXPECT_EQ(kinds[2], PTL_EVENT_AUTO_UNLINK);
 }
 
+/// R-U2 in arrival order: a rendezvous put that matched the overflow list
+/// before a small put to the same bits is the header a later priority
+/// append finds first, though the small put's data landed first (the
+/// header joined the list only when its data had landed, so MPI's
+/// non-overtaking rule broke). Its overflow event waits for the data;
+/// the use-once entry's AUTO_UNLINK comes after it.
+TEST_P(Data, R_U2_HeadersAreFoundInArrivalOrderNotLandingOrder) {
+  const std::size_t big = 4 << 20;
+  std::vector<char> over(big + 64), src(big);
+  int to = 0, tn = 0;
+  append(me(over.data(), over.size(), PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 0x42), PTL_OVERFLOW_LIST,
+         &to);
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+  ptl_handle_md_t md = bind(src.data(), src.size());
+  ASSERT_EQ(PtlPut(md, 0, big, PTL_NO_ACK_REQ, self_, pt_, 0x42, 0, nullptr, 1), PTL_OK);
+  ASSERT_EQ(PtlPut(md, 0, 40, PTL_NO_ACK_REQ, self_, pt_, 0x42, 0, nullptr, 2), PTL_OK);
+  // The first comm event: the small put lands first (its data came with it).
+  ptl_event_t first = next_event(teq_);
+  ASSERT_EQ(first.type, PTL_EVENT_PUT);
+  const bool small_landed_first = first.rlength == 40;
+  std::array<char, 8> p{};
+  append(me(p.data(), p.size(), PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 0x42), PTL_PRIORITY_LIST, &tn);
+  std::vector<ptl_event_t> evs;
+  for (int i = 0; i < 3; ++i) evs.push_back(next_event(teq_));
+  // The other PUT, the overflow event of the large put (arrived first),
+  // then AUTO_UNLINK; in what order the PUT and the overflow event come
+  // does not matter, the overflow event needs the data to have landed.
+  std::vector<ptl_event_kind_t> kinds;
+  const ptl_event_t* ov = nullptr;
+  for (const ptl_event_t& e : evs) {
+    kinds.push_back(e.type);
+    if (e.type == PTL_EVENT_PUT_OVERFLOW) ov = &e;
+  }
+  ASSERT_NE(ov, nullptr);
+  EXPECT_EQ(ov->user_ptr, &tn);
+  EXPECT_EQ(ov->rlength, big) << "the header that arrived first is found first";
+  EXPECT_EQ(ov->hdr_data, 1u);
+  EXPECT_EQ(ov->start, over.data());
+  EXPECT_EQ(kinds.back(), PTL_EVENT_AUTO_UNLINK);
+  EXPECT_TRUE(small_landed_first || kinds[0] == PTL_EVENT_PUT) << "events " << kinds.size();
+  // The small one is still there for the next search.
+  ptl_me_t probe = me(nullptr, 0, PTL_ME_OP_PUT, 0x42);
+  ASSERT_EQ(PtlMESearch(ni_, pt_, &probe, PTL_SEARCH_DELETE, nullptr), PTL_OK);
+  ptl_event_t s = next_event(teq_);
+  EXPECT_EQ(s.type, PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(s.rlength, 40u);
+  EXPECT_EQ(s.hdr_data, 2u);
+  EXPECT_TRUE(eq_empty(teq_));
+}
+
 /// R-F6: a PT_DISABLED waiting in a full queue is never the event that a
 /// later one pushes out (before, it was lost once it became the oldest).
 TEST_P(Data, R_F6_PtDisabledSurvivesLaterEventsOnAFullQueue) {
