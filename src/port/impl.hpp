@@ -341,6 +341,10 @@ class Port::Impl {
   bool buffers_added = false;
   base::Pool<Stream> streams;
   KeyIndex stream_index;
+  /// Streams one node may hold (PORT_STREAMS_PER_NODE), and how many each
+  /// holds: one peer leaving streams suspended cannot starve the others.
+  std::uint32_t streams_per_node = 0;
+  std::vector<std::uint32_t> streams_of_node;
   base::Pool<Held> helds;
   std::size_t waiting = 0;  ///< held arrivals, all streams
   Stream* ack_head = nullptr;

@@ -27,6 +27,9 @@ inline const config::IntKey connections_key{"PORT_CONNECTIONS", 1024, 1, 1 << 20
                                             "(priority, node, port) targets a port can send to"};
 inline const config::IntKey streams_key{"PORT_STREAMS", 1024, 1, 1 << 20,
                                         "(priority, node, port) sources a port tracks at once"};
+inline const config::IntKey streams_per_node_key{
+    "PORT_STREAMS_PER_NODE", 256, 1, 1 << 20,
+    "of those, how many one node may hold (so one peer cannot take every stream)"};
 inline const config::IntKey held_key{
     "PORT_HELD", 1024, 1, 1 << 20,
     "arrivals a port holds while they wait for a buffer (raised to 2 x CORE_RECV_MSGS + 1)"};
@@ -119,6 +122,9 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
       buffers(recv_total),
       streams(static_cast<std::size_t>(streams_key.get())),
       stream_index(static_cast<std::size_t>(streams_key.get())),
+      streams_per_node(
+          static_cast<std::uint32_t>(std::min(streams_per_node_key.get(), streams_key.get()))),
+      streams_of_node(node.core.size(), 0),
       helds(held_capacity(node.core)),
       // Every held arrival and every op answers at most one reply or control.
       replies(held_capacity(node.core) + send_total + recv_total + 64),

@@ -32,6 +32,13 @@ Stream* Port::Impl::find_stream(std::uint8_t priority, std::uint32_t node_id, st
   if (std::uint32_t h = stream_index.find(key); h != KeyIndex::npos)
     return last_stream = streams.lookup(static_cast<base::Pool<Stream>::Handle>(h));
   if (!create) return nullptr;
+  if (node_id >= streams_of_node.size()) return nullptr;
+  if (streams_of_node[node_id] >= streams_per_node) {
+    // At its quota: only its own idle streams can make room.
+    for (std::size_t i = live_streams.size(); i-- > 0;)
+      if (live_streams[i]->node == node_id) maybe_release_stream(live_streams[i]);
+    if (streams_of_node[node_id] >= streams_per_node) return nullptr;
+  }
   Stream* s = streams.acquire();
   if (s == nullptr) {
     // Idle streams stay (a sender usually sends again); reclaim them only
@@ -46,6 +53,7 @@ Stream* Port::Impl::find_stream(std::uint8_t priority, std::uint32_t node_id, st
   s->priority = priority;
   (void)stream_index.insert(key, static_cast<std::uint32_t>(streams.handle_of(s)));
   live_streams.push_back(s);
+  ++streams_of_node[node_id];
   return last_stream = s;
 }
 
@@ -53,6 +61,7 @@ void Port::Impl::maybe_release_stream(Stream* s) noexcept {
   if (s->suspended != 0 || s->owed_acks != 0 || !s->held.empty() || s->on_ack_list) return;
   stream_index.erase(s->key);
   if (last_stream == s) last_stream = nullptr;
+  --streams_of_node[s->node];
   for (auto& l : live_streams)
     if (l == s) {
       l = live_streams.back();

@@ -181,6 +181,66 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
   cores.clear();
 }
 
+/// One peer leaves streams suspended from many sending ports (a get outside
+/// registered memory is refused, and refusal suspends its stream). Before,
+/// it filled the port's whole stream table and a send from another node
+/// timed out at once; now it stops at its quota and the other node is served.
+TEST(PortHostile, OnePeerCannotTakeEveryStreamOfAPort) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet table("PORT_STREAMS", "8");
+  config::ScopedSet quota("PORT_STREAMS_PER_NODE", "3");
+  auto cores = connected_cores(3);
+  ASSERT_EQ(cores.size(), 3u);
+  Raw raw(*cores[0]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
+  auto victim = Node::attach(*cores[1]);
+  auto other = Node::attach(*cores[2]);
+  ASSERT_TRUE(victim && other);
+  {
+    Driver b(**victim, 2);
+    Driver c(**other, 5);
+    std::vector<std::byte> buf = buffer_for(4);
+    ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+    auto pump = [&](int rounds) {
+      for (int i = 0; i < rounds; ++i) {
+        b.step();
+        c.step();
+        (void)cores[0]->progress();
+      }
+    };
+    wire::PortHeader get;
+    get.kind = wire::PortKind::get_request;
+    get.receiving_port = 2;
+    get.length = 8;
+    get.remote_address = 0x1000;
+    get.epoch = 1;
+    for (std::uint16_t sport = 10; sport < 30; ++sport) {
+      get.sending_port = sport;
+      ASSERT_EQ(raw.send(get), Status::ok);
+      pump(5);
+    }
+    pump(200);
+    // Refused: 3 within the quota (permission), the rest at once (timeout).
+    ASSERT_EQ(raw.answers.size(), 20u);
+    int refused = 0;
+    for (const auto& a : raw.answers)
+      if (a.kind == wire::PortKind::nack &&
+          a.tag == static_cast<std::uint8_t>(Status::permission_denied))
+        ++refused;
+    EXPECT_EQ(refused, 3);
+    std::vector<std::byte> eight = pattern(8, 3);
+    ASSERT_EQ(c.send(eight.data(), eight.size(), Priority::low, 1, 2, 7), Status::ok);
+    for (int i = 0; i < 2000 && (b.received.empty() || c.completions.empty()); ++i) pump(1);
+    ASSERT_EQ(b.received.size(), 1u);
+    EXPECT_EQ(b.received[0].data, eight);
+    ASSERT_EQ(c.completions.size(), 1u);
+    EXPECT_EQ(c.completions[0].status, Status::ok);
+  }
+  victim->reset();
+  other->reset();
+  cores.clear();
+}
+
 /// A header the decoder takes, of a random kind, with fields drawn mostly
 /// from values that reach the port's streams (its port numbers, small
 /// tags, the registered window) and sometimes from anywhere.
