@@ -231,6 +231,8 @@ class Lib final : public core::Client, public nal::Lib {
   void post(Eq* eq, const ptl_event_t& ev) noexcept;
   /// A counting event: +1 or +bytes on success, +1 failure (objects.cpp).
   void count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept;
+  /// `n` successes of `bytes` together, one change for the triggers.
+  void count_successes(Ct* ct, std::uint64_t n, ptl_size_t bytes, bool in_bytes) noexcept;
   /// Wakes waiters and releases triggered operations (triggered.cpp).
   void ct_changed(Ct* ct) noexcept;
   // list.cpp: appends, unlink, search, unexpected headers
@@ -246,8 +248,11 @@ class Lib final : public core::Client, public nal::Lib {
   /// `by` matched `u`: its overflow (or search) event. `keep` is the
   /// appended entry (null for a search's probe): when u's data is still
   /// landing, it stays pending until then.
+  /// Counting is the caller's, after its loop over the list (a count can
+  /// fire triggered operations that change the list): of the headers that
+  /// were complete when taken; finish_claim counts the others.
   void consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, Entry* keep, void* user_ptr,
-                          bool as_search) noexcept;
+                          bool as_search, std::uint64_t search_id) noexcept;
   /// The data of a claimed header has landed (or failed): its deferred
   /// overflow event and count; the header is free again.
   void finish_claim(Ni& ni, Pt& pt, Unexpected* u, ptl_ni_fail_t fail) noexcept;
@@ -340,6 +345,7 @@ class Lib final : public core::Client, public nal::Lib {
 
   core::Core& core_;
   Notifier notifier_;
+  std::uint64_t last_search_id_ = 0;  ///< numbers counting searches (Unexpected::search_id)
   CtMirror* ct_mirrors_ = nullptr;
   /// Writes `ct`'s value (or, with `clear`, nothing) where the API reads it.
   void mirror(const Ct& ct, bool clear = false) noexcept;

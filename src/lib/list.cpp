@@ -78,6 +78,13 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
   e->user_ptr = user_ptr;
   *handle = e->handle;
 
+  // Counted once the walk is over: a count can fire triggered operations,
+  // which must find the list and this entry settled.
+  Ct* const ct = e->options & PTL_ME_EVENT_CT_OVERFLOW ? e->ct : nullptr;
+  const bool ct_bytes = e->options & PTL_ME_EVENT_CT_BYTES;
+  std::uint64_t taken = 0;
+  ptl_size_t taken_bytes = 0;
+  bool unlink_now = false;
   if (list == PTL_PRIORITY_LIST) {
     // R-U2: the unexpected list first, in arrival order.
     bool once = e->options & PTL_ME_USE_ONCE;
@@ -87,10 +94,14 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
       Unexpected* next = u->next;
       if (matches(*e, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
         ptl_size_t rlength = u->rlength;  // consuming recycles the header
-        consume_unexpected(ni, pt, u, e, e, user_ptr, false);
+        if (u->complete) {
+          ++taken;
+          taken_bytes += u->mlength;
+        }
+        consume_unexpected(ni, pt, u, e, e, user_ptr, false, 0);
         if (once) {
-          auto_unlink_when_idle(e);
-          return PTL_OK;
+          unlink_now = true;
+          break;
         }
         if (inc_rlength) {
           // R-U6, saturating: rlength is the peer's word, up to 2^64 - 1.
@@ -99,24 +110,33 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
                   ? e->buffer.length
                   : e->local_offset + rlength;
           if (e->min_free != 0 && e->buffer.length - e->local_offset < e->min_free) {
-            auto_unlink_when_idle(e);
-            return PTL_OK;
+            unlink_now = true;
+            break;
           }
         }
       }
       u = next;
     }
   }
-  target_list.push_back(e);
-  e->linked = true;
-  if (!(e->options & PTL_ME_EVENT_LINK_DISABLE) && pt.eq) {
-    ptl_event_t ev{};
-    ev.type = PTL_EVENT_LINK;
-    ev.user_ptr = user_ptr;
-    ev.pt_index = index;
-    ev.ni_fail_type = PTL_NI_OK;
-    post(pt.eq, ev);
+  if (unlink_now) {
+    auto_unlink_when_idle(e);
+  } else {
+    target_list.push_back(e);
+    e->linked = true;
+    if (!(e->options & PTL_ME_EVENT_LINK_DISABLE) && pt.eq) {
+      if (e->claims > 0) {
+        e->link_owed = true;  // R-U3: after the overflow events still to come
+      } else {
+        ptl_event_t ev{};
+        ev.type = PTL_EVENT_LINK;
+        ev.user_ptr = user_ptr;
+        ev.pt_index = index;
+        ev.ni_fail_type = PTL_NI_OK;
+        post(pt.eq, ev);
+      }
+    }
   }
+  count_successes(ct, taken, taken_bytes, ct_bytes);
   return PTL_OK;
 }
 
@@ -146,11 +166,12 @@ ptl_event_t overflow_event(const Ni& ni, const Pt& pt, const Unexpected& u, void
 }  // namespace
 
 void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, Entry* keep, void* user_ptr,
-                             bool as_search) noexcept {
+                             bool as_search, std::uint64_t search_id) noexcept {
   if (!u->complete && !as_search) {
     // R-U2 in arrival order: the header is taken now, its event waits for
     // the data (the message completing posts it, finish_claim).
     pt.unexpected.remove(u);
+    pt.claimed.push_back(u);
     u->claimed = true;
     u->claim_event = !(by->options & PTL_ME_EVENT_OVER_DISABLE);
     u->claim_counts = by->ct && (by->options & PTL_ME_EVENT_CT_OVERFLOW);
@@ -158,19 +179,24 @@ void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, Entry* ke
     u->claim_ct = by->ct ? by->ct->handle : 0;
     u->claim_user_ptr = user_ptr;
     u->claim_entry = keep;
-    if (keep) ++keep->pending;
+    u->search_id = search_id;
+    if (keep) {
+      ++keep->pending;
+      ++keep->claims;
+    }
     return;
   }
   unsigned disable = as_search ? PTL_ME_EVENT_COMM_DISABLE : PTL_ME_EVENT_OVER_DISABLE;
-  if (!(by->options & disable))
-    post(pt.eq, overflow_event(ni, pt, *u, user_ptr, as_search, PTL_NI_OK));
-  if (by->ct && (by->options & PTL_ME_EVENT_CT_OVERFLOW))
-    count(by->ct, true, u->mlength, by->options & PTL_ME_EVENT_CT_BYTES);
-  if (as_search) return;
+  const ptl_event_t ev = overflow_event(ni, pt, *u, user_ptr, as_search, PTL_NI_OK);
+  if (as_search) {
+    if (!(by->options & disable)) post(pt.eq, ev);
+    return;
+  }
   pt.unexpected.remove(u);
   Entry* holder = u->entry;
   *u = Unexpected{};
   ni.unexpected_free.push_back(u);
+  if (!(by->options & disable)) post(pt.eq, ev);
   if (holder && holder->uh_refs > 0) {
     --holder->uh_refs;
     maybe_auto_free(holder);
@@ -179,13 +205,40 @@ void Lib::consume_unexpected(Ni& ni, Pt& pt, Unexpected* u, Entry* by, Entry* ke
 
 void Lib::finish_claim(Ni& ni, Pt& pt, Unexpected* u, ptl_ni_fail_t fail) noexcept {
   const bool ok = fail == PTL_NI_OK;
-  if (u->claim_event) post(pt.eq, overflow_event(ni, pt, *u, u->claim_user_ptr, false, fail));
-  if (u->claim_counts)
-    if (Ct* ct = ni.cts->lookup(u->claim_ct)) count(ct, ok, u->mlength, u->claim_ct_bytes);
+  pt.claimed.remove(u);
+  const Unexpected claim = *u;
   Entry* holder = u->entry;
-  Entry* keep = u->claim_entry;
   *u = Unexpected{};
   ni.unexpected_free.push_back(u);
+  if (claim.claim_event)
+    post(pt.eq, overflow_event(ni, pt, claim, claim.claim_user_ptr, false, fail));
+  Entry* keep = claim.claim_entry;
+  if (keep) {
+    --keep->claims;
+    if (keep->claims == 0 && keep->link_owed) {
+      keep->link_owed = false;
+      ptl_event_t ev{};
+      ev.type = PTL_EVENT_LINK;
+      ev.user_ptr = keep->user_ptr;
+      ev.pt_index = static_cast<ptl_pt_index_t>(&pt - ni.pts.data());
+      ev.ni_fail_type = PTL_NI_OK;
+      post(pt.eq, ev);
+    }
+  }
+  Ct* ct = claim.claim_counts ? ni.cts->lookup(claim.claim_ct) : nullptr;
+  if (ct) {
+    // R-C9: a persistent search ends (a failure) after the last header it
+    // took has landed.
+    bool search_ends = claim.search_id != 0;
+    for (Unexpected* o = pt.claimed.head; o && search_ends; o = o->next)
+      if (o->search_id == claim.search_id) search_ends = false;
+    if (ok)
+      ct->value.success += claim.claim_ct_bytes ? claim.mlength : 1;
+    else
+      ++ct->value.failure;
+    if (search_ends) ++ct->value.failure;
+    ct_changed(ct);
+  }
   if (holder && holder->uh_refs > 0) {
     --holder->uh_refs;
     maybe_auto_free(holder);
@@ -278,12 +331,24 @@ int Lib::search(const Call& c, Reply&) noexcept {
   probe.buffer.length = (c.me.options & PTL_IOVEC) ? ~ptl_size_t{0} : c.me.length;
   bool once = c.me.options & PTL_ME_USE_ONCE;
   bool only = c.search_op == PTL_SEARCH_ONLY;
-  std::size_t found = 0;
+  const bool counting = probe.ct && (probe.options & PTL_ME_EVENT_CT_OVERFLOW);
+  // Headers whose data is still landing are counted when it has; a
+  // persistent search's end then waits for the last of them (finish_claim).
+  const std::uint64_t search_id = counting && !once && !only ? ++last_search_id_ : 0;
+  std::size_t found = 0, claimed = 0;
+  std::uint64_t taken = 0;
+  ptl_size_t taken_bytes = 0;
   for (Unexpected* u = pt.unexpected.head; u;) {
     Unexpected* next = u->next;
     if (matches(probe, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
       ++found;
-      consume_unexpected(*ni, pt, u, &probe, nullptr, c.user_ptr, only);
+      if (u->complete || only) {
+        ++taken;
+        taken_bytes += u->mlength;
+      } else {
+        ++claimed;
+      }
+      consume_unexpected(*ni, pt, u, &probe, nullptr, c.user_ptr, only, search_id);
       if (once) break;
     }
     u = next;
@@ -296,11 +361,15 @@ int Lib::search(const Call& c, Reply&) noexcept {
     ev.ni_fail_type = PTL_NI_NO_MATCH;
     post(pt.eq, ev);
   }
-  // R-C9: a failure marks the end of a persistent search, and of a use-once
-  // search that found nothing.
-  if (probe.ct && (probe.options & PTL_ME_EVENT_CT_OVERFLOW) && (!once || found == 0)) {
-    ++probe.ct->value.failure;
-    ct_changed(probe.ct);
+  if (counting) {
+    // After the walk: a count can fire triggered operations.
+    count_successes(probe.ct, taken, taken_bytes, probe.options & PTL_ME_EVENT_CT_BYTES);
+    // R-C9: a failure marks the end of a persistent search, and of a
+    // use-once search that found nothing.
+    if ((!once || found == 0) && (search_id == 0 || claimed == 0)) {
+      ++probe.ct->value.failure;
+      ct_changed(probe.ct);
+    }
   }
   return PTL_OK;
 }

@@ -247,6 +247,12 @@ void Lib::count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept {
   ct_changed(ct);
 }
 
+void Lib::count_successes(Ct* ct, std::uint64_t n, ptl_size_t bytes, bool in_bytes) noexcept {
+  if (!ct || n == 0) return;
+  ct->value.success += in_bytes ? bytes : n;
+  ct_changed(ct);
+}
+
 void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept {
   // A seqlock without fences (ThreadSanitizer has none): the odd sequence
   // is stored before the fields, whose release stores keep it first; a

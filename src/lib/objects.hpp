@@ -240,8 +240,12 @@ struct Entry {
   ptl_size_t min_free = 0;
   ptl_size_t local_offset = 0;
   void* user_ptr = nullptr;
-  std::uint32_t pending = 0;   ///< messages in flight into this entry
-  std::uint32_t uh_refs = 0;   ///< unexpected headers whose data sits here
+  std::uint32_t pending = 0;  ///< messages in flight into this entry
+  std::uint32_t uh_refs = 0;  ///< unexpected headers whose data sits here
+  /// Headers this (appended) entry took whose data is still landing; its
+  /// LINK waits for their overflow events (R-U3).
+  std::uint32_t claims = 0;
+  bool link_owed = false;
   bool auto_unlinked = false;  ///< waiting for uh_refs to drain (AUTO_FREE)
   /// Left its list when a message matched (use-once, min_free): AUTO_UNLINK
   /// waits for every message still landing in it (R-E4).
@@ -272,6 +276,9 @@ struct Unexpected {
   std::uint32_t claim_ct = 0;   ///< looked up again then: it may be gone
   void* claim_user_ptr = nullptr;
   Entry* claim_entry = nullptr;  ///< the appended entry, pending until then
+  /// A persistent counting search that took it: the search's end (a
+  /// failure, R-C9) is counted when its last such header has landed.
+  std::uint64_t search_id = 0;
 };
 
 struct Pt {
@@ -281,6 +288,7 @@ struct Pt {
   Eq* eq = nullptr;
   List<Entry> priority, overflow;
   List<Unexpected> unexpected;
+  List<Unexpected> claimed;  ///< taken while their data lands (finish_claim)
   std::uint32_t inflight = 0;
 };
 

@@ -525,5 +525,157 @@ TEST_F(Hostile, ForgedAnswersToLiveOperationsNeverCrash) {
   EXPECT_EQ(cores_[1]->gate_status(0), Status::ok);
 }
 
+/// Headers whose data is still landing: the raw peer's rendezvous puts get
+/// their ready-to-receive, but the raw core is not progressed, so their data
+/// does not come until the test lets it. An append or search that takes such
+/// a header posts its event, its count, its LINK and its search's end only
+/// once the data has landed (R-U2, R-U3, R-C9).
+class Landing : public Hostile {
+ protected:
+  config::ScopedSet small_eager_{"CORE_EAGER_LIMIT", "1K"};
+
+  std::uint32_t make_eq() {
+    Call c;
+    c.handle = ni_;
+    c.size = 64;
+    Reply r = lib_->call(Op::eq_alloc, c);
+    EXPECT_EQ(r.rc, PTL_OK);
+    return r.handle;
+  }
+  std::uint32_t make_ct() {
+    Call c;
+    c.handle = ni_;
+    Reply r = lib_->call(Op::ct_alloc, c);
+    EXPECT_EQ(r.rc, PTL_OK);
+    return r.handle;
+  }
+  ptl_ct_event_t ct_value(std::uint32_t ct) {
+    Call c;
+    c.handle = ct;
+    return lib_->call(Op::ct_get, c).ct;
+  }
+  /// The next event of `eq` within `rounds` progress passes of `which`
+  /// cores (-1: both), or type 0xff.
+  ptl_event_t next(std::uint32_t eq, int which, int rounds = 20000) {
+    Call poll;
+    const ptl_handle_eq_t eqs[] = {eq};
+    poll.ptr = eqs;
+    poll.size = 1;
+    for (int i = 0; i < rounds; ++i) {
+      Reply r = lib_->call(Op::eq_poll, poll);
+      if (r.rc == PTL_OK) return r.event;
+      if (which != 0) (void)cores_[1]->progress();
+      if (which != 1) (void)cores_[0]->progress();
+    }
+    ptl_event_t none{};
+    none.type = static_cast<ptl_event_kind_t>(0xff);
+    return none;
+  }
+  ptl_me_t entry(void* start, ptl_size_t length, unsigned options, ptl_match_bits_t bits,
+                 ptl_match_bits_t ignore, std::uint32_t ct) {
+    ptl_me_t m{};
+    m.start = start;
+    m.length = length;
+    m.ct_handle = ct;
+    m.uid = PTL_UID_ANY;
+    m.options = options;
+    m.match_id.rank = PTL_RANK_ANY;
+    m.match_bits = bits;
+    m.ignore_bits = ignore;
+    return m;
+  }
+};
+
+TEST_F(Landing, TakersOfHeadersStillLandingHearOfThemWhenTheDataIsThere) {
+  const std::uint32_t eq = make_eq();
+  Call c;
+  c.handle = ni_;
+  c.handle2 = eq;
+  c.pt_index = 1;
+  ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
+  std::vector<std::byte> over(3 * payload_.size());
+  c = Call{};
+  c.handle = ni_;
+  c.pt_index = 1;
+  c.is_me = true;
+  c.list = PTL_OVERFLOW_LIST;
+  c.me =
+      entry(over.data(), over.size(), PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 0, ~0ull, PTL_CT_NONE);
+  ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
+  ASSERT_EQ(next(eq, 1).type, PTL_EVENT_LINK);
+  // A and C by rendezvous, B eager between them.
+  auto h = put(payload_.size(), 1);
+  h.pt_index = 1;
+  h.match_bits = 0x61;
+  send(h, payload_.size());
+  h = put(40, 2);
+  h.pt_index = 1;
+  h.match_bits = 0x62;
+  send(h, 40);
+  h = put(payload_.size(), 3);
+  h.pt_index = 1;
+  h.match_bits = 0x63;
+  send(h, payload_.size());
+  for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();  // out, before any answer
+  ptl_event_t b = next(eq, 1);
+  ASSERT_EQ(b.type, PTL_EVENT_PUT);
+  ASSERT_EQ(b.match_bits, 0x62u) << "A landed before the raw core was progressed";
+  // A persistent append takes A; a persistent search-delete takes C.
+  const std::uint32_t ct_append = make_ct(), ct_search = make_ct();
+  std::array<std::byte, 8> small{};
+  int tag_append = 0, tag_search = 0;
+  c = Call{};
+  c.handle = ni_;
+  c.pt_index = 1;
+  c.is_me = true;
+  c.list = PTL_PRIORITY_LIST;
+  c.user_ptr = &tag_append;
+  c.me = entry(small.data(), small.size(), PTL_ME_OP_PUT | PTL_ME_EVENT_CT_OVERFLOW, 0x61, 0,
+               ct_append);
+  ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
+  c = Call{};
+  c.handle = ni_;
+  c.pt_index = 1;
+  c.is_me = true;
+  c.search_op = PTL_SEARCH_DELETE;
+  c.user_ptr = &tag_search;
+  c.me = entry(nullptr, 0, PTL_ME_EVENT_CT_OVERFLOW, 0x63, 0, ct_search);
+  ASSERT_EQ(lib_->call(Op::search, c).rc, PTL_OK);
+  // Nothing landed yet: no event (not the LINK either), no count, no end.
+  {
+    Call poll;
+    const ptl_handle_eq_t eqs[] = {eq};
+    poll.ptr = eqs;
+    poll.size = 1;
+    Reply r = lib_->call(Op::eq_poll, poll);
+    EXPECT_EQ(r.rc, PTL_EQ_EMPTY) << "event " << r.event.type << " before the data landed";
+  }
+  EXPECT_EQ(ct_value(ct_append).success, 0u);
+  EXPECT_EQ(ct_value(ct_search).failure, 0u) << "the search ended before its header landed";
+  // Now the data: each put's PUT, then the taker's overflow event.
+  std::vector<ptl_event_t> evs;
+  for (int i = 0; i < 5; ++i) {
+    ptl_event_t ev = next(eq, -1);
+    if (ev.type == static_cast<ptl_event_kind_t>(0xff)) break;
+    evs.push_back(ev);
+  }
+  ASSERT_EQ(evs.size(), 5u);
+  std::vector<ptl_event_kind_t> of_append, of_search;
+  for (const ptl_event_t& ev : evs) {
+    if (ev.user_ptr == &tag_append) of_append.push_back(ev.type);
+    if (ev.user_ptr == &tag_search) of_search.push_back(ev.type);
+  }
+  ASSERT_EQ(of_append.size(), 2u);
+  EXPECT_EQ(of_append[0], PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(of_append[1], PTL_EVENT_LINK);  // R-U3: after its overflow events
+  ASSERT_EQ(of_search.size(), 1u);
+  EXPECT_EQ(of_search[0], PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(ct_value(ct_append).success, 1u);
+  const ptl_ct_event_t sv = ct_value(ct_search);
+  EXPECT_EQ(sv.success, 1u);
+  EXPECT_EQ(sv.failure, 1u);  // the end of the persistent search, after its success
+  EXPECT_TRUE(drained());
+}
+
 }  // namespace
 }  // namespace pier::lib

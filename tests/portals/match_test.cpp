@@ -663,6 +663,56 @@ TEST_P(Data, R_U2_HeadersAreFoundInArrivalOrderNotLandingOrder) {
   EXPECT_TRUE(eq_empty(teq_));
 }
 
+/// An append whose overflow count fires a triggered append of a matching
+/// entry: the triggered one ran inside the first one's consumption, took
+/// the same header again (two overflow events for one message), and the
+/// overflow entry's count of headers never came back to zero (its unlink
+/// was PTL_IN_USE for ever). The header goes to the first append only.
+TEST_P(Data, R_U2_AHeaderIsTakenOnceThoughItsCountTriggersAnotherAppend) {
+  std::array<char, 64> over{}, src = pattern('t');
+  int to = 0, ta = 0, tb = 0;
+  ptl_handle_me_t oh =
+      append(me(over.data(), over.size(), PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 0x51),
+             PTL_OVERFLOW_LIST, &to);
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+  auto md = bind(src.data(), src.size());
+  put_acked(md, 16, 0x51);
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  std::array<char, 16> pa{}, pb{};
+  ptl_me_t mb = me(pb.data(), pb.size(), PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 0x51);
+  ptl_handle_me_t hb = PTL_INVALID_HANDLE;
+  ASSERT_EQ(PtlTriggeredMEAppend(ni_, pt_, &mb, PTL_PRIORITY_LIST, &tb, &hb, ct, 1), PTL_OK);
+  ptl_me_t ma = me(pa.data(), pa.size(), PTL_ME_OP_PUT | PTL_ME_USE_ONCE | PTL_ME_EVENT_CT_OVERFLOW,
+                   0x51, 0, ct);
+  append(ma, PTL_PRIORITY_LIST, &ta);
+  std::vector<ptl_event_t> evs;
+  for (ptl_event_t ev{}; PtlEQGet(teq_, &ev) == PTL_OK;) evs.push_back(ev);
+  for (int i = 0; i < 50 && evs.size() < 3; ++i) {
+    ptl_event_t ev = next_event(teq_, 20);
+    if (ev.type == 0xff) break;
+    evs.push_back(ev);
+  }
+  int overflow = 0;
+  for (const ptl_event_t& ev : evs)
+    if (ev.type == PTL_EVENT_PUT_OVERFLOW) {
+      ++overflow;
+      EXPECT_EQ(ev.user_ptr, &ta);
+    }
+  EXPECT_EQ(overflow, 1);
+  // The triggered append found nothing: it is linked and takes the next put.
+  put_acked(md, 8, 0x51);
+  bool b_took_it = false;
+  for (int i = 0; i < 8 && !b_took_it; ++i) {
+    ptl_event_t ev = next_event(teq_, 1000);
+    if (ev.type == 0xff) break;
+    b_took_it = ev.type == PTL_EVENT_PUT && ev.user_ptr == &tb;
+  }
+  EXPECT_TRUE(b_took_it);
+  EXPECT_EQ(PtlMEUnlink(oh), PTL_OK);  // no header of it is left
+}
+
 /// R-F6: a PT_DISABLED waiting in a full queue is never the event that a
 /// later one pushes out (before, it was lost once it became the oldest).
 TEST_P(Data, R_F6_PtDisabledSurvivesLaterEventsOnAFullQueue) {
