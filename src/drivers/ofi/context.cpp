@@ -335,21 +335,26 @@ void OfiContext::close_fabric() noexcept {
 
 Status OfiContext::close() {
   if (state_ == State::closed) return Status::not_initialized;
-  if (state_ == State::running) {
+  const bool running = state_ == State::running;
+  if (running) {
     {
       std::lock_guard list(neighbours().mu);
       std::lock_guard lock(mutex_);
       if (!instances_.empty()) return Status::in_use;
-      std::erase(neighbours().all, this);
     }
     stop_progress_thread();
+    {
+      // Byes and the last packets must leave before the endpoint goes.
+      std::lock_guard lock(mutex_);
+      const auto limit = std::chrono::steady_clock::now() + drain_limit;
+      while (std::chrono::steady_clock::now() < limit && sends_in_provider()) (void)read_cq();
+    }
+    // Only now does an in-process peer see us gone: our byes are out, so
+    // its orderly close is not taken for a death (list first, as above).
+    std::lock_guard list(neighbours().mu);
+    std::erase(neighbours().all, this);
   }
   std::lock_guard lock(mutex_);
-  if (state_ == State::running) {
-    // Byes and the last packets must leave before the endpoint goes.
-    const auto limit = std::chrono::steady_clock::now() + drain_limit;
-    while (std::chrono::steady_clock::now() < limit && sends_in_provider()) (void)read_cq();
-  }
   close_fabric();
   kept_buffers_.clear();  // the endpoint is gone: nothing can land any more
   state_ = State::closed;
@@ -414,7 +419,8 @@ Status OfiContext::attach(OfiInstance* inst, const Url& remote, driver::Track tr
     }
     p.addr = addr;
     const bool same_host = remote.host_key == host_key();
-    p.in_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid());
+    p.in_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid()) &&
+                   registered_here(remote.context_id);
     if (same_host && !p.in_process)
       p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
     if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
@@ -751,6 +757,18 @@ void OfiContext::retry_ops() noexcept {
       maybe_free(op);
     }
   }
+}
+
+bool OfiContext::registered_here(std::uint64_t context_id) noexcept {
+  // Same pid and host key, yet maybe not ours: a degenerate host key (no
+  // /proc), or another copy of this driver in the process. Those keep
+  // their keep-alives. A busy list (try_lock: we hold our mutex) trusts
+  // the pid.
+  Neighbours& n = neighbours();
+  std::unique_lock list(n.mu, std::try_to_lock);
+  if (!list.owns_lock()) return true;
+  return std::any_of(n.all.begin(), n.all.end(),
+                     [&](const OfiContext* c) { return c->id_ == context_id; });
 }
 
 void OfiContext::check_in_process_peers() noexcept {

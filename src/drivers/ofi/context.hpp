@@ -159,6 +159,8 @@ class OfiContext final : public driver::Context {
   void check_peers() noexcept;
   /// Marks dead the peers that are contexts of this process no longer open.
   void check_in_process_peers() noexcept;
+  /// Whether a context of that id is open in this process (this copy).
+  static bool registered_here(std::uint64_t context_id) noexcept;
   void mark_dead(std::size_t peer) noexcept;
   OfiInstance* find_ready() noexcept;
   void start_progress_thread();

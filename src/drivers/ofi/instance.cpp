@@ -20,6 +20,7 @@ OfiInstance::OfiInstance(OfiContext& ctx, driver::Track track, std::uint32_t id)
 OfiInstance::~OfiInstance() {
   std::lock_guard lock(ctx_.mutex());
   if (state_ == State::idle) return;
+  hello_due_ = false;  // progress below must not greet the peer for a dying instance
   if (state_ == State::connected && ctx_.running() && !ctx_.peer_dead(peer_) && !peer_bye_) {
     // Destroyed without disconnect(): the peer's pending packets break
     // (unless it left already: then nobody is there to tell, and over

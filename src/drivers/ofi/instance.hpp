@@ -82,6 +82,9 @@ class OfiInstance final : public driver::Instance {
   /// Cancels the receive and progresses until it left the provider (at most
   /// 2 s); false when it is still there.
   bool cancel_and_wait_recv_op() noexcept;
+  /// The receive ended but libfabric still holds it: true while it should
+  /// not be reported yet (see recv.cpp).
+  bool recv_lingers() noexcept;
   void owe_credit() noexcept;
   void count_received() noexcept;
   bool is_user_recv(const driver::Packet& pkt) const noexcept;
@@ -116,7 +119,9 @@ class OfiInstance final : public driver::Instance {
 
   // receive side
   Op* recv_op_ = nullptr;
-  std::uint64_t consumed_ = 0;  ///< packets received
+  bool canceling_ = false;                    ///< recv_op_ is being canceled: never posted again
+  driver::Clock::time_point linger_until_{};  ///< see recv_lingers()
+  std::uint64_t consumed_ = 0;                ///< packets received
   std::uint64_t credit_reported_ = 0;
   bool credit_due_ = false;
   bool peer_bye_ = false;

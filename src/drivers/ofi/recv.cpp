@@ -101,6 +101,7 @@ Status OfiInstance::recv_post(driver::Packet& pkt) {
     return refused ? Status::system_error : Status::no_resource;
   }
   recv_op_ = op;
+  canceling_ = false;
   pkt.driver_data[0] = mark_receiving;
   pkt.driver_data[1] = reinterpret_cast<std::uintptr_t>(op);
   return Status::in_progress;
@@ -120,6 +121,13 @@ void OfiInstance::on_recv_done(Op* op) noexcept {
   if (op != recv_op_) return;
   if (op->status == Status::ok && kind_of(op->tag) == TagKind::rdv_done) {
     if (rdv_done_cookie(op->data) != (cookie_ & 0xffff) || mr_ == nullptr) {
+      if (canceling_) {
+        // Being canceled (or destroyed): posting it again would leave a
+        // receive into the caller's memory that nobody cancels.
+        op->status = Status::canceled;
+        close_mr();
+        return;
+      }
       // A notice for a receive that is gone (canceled): not this packet.
       op->done = false;
       op->status = Status::in_progress;
@@ -141,7 +149,26 @@ void OfiInstance::on_recv_done(Op* op) noexcept {
 
 void OfiInstance::cancel_recv_op() noexcept {
   Op* op = recv_op_;
+  canceling_ = true;
   if (op->in_provider && ctx_.ep() != nullptr) (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
+}
+
+bool OfiInstance::recv_lingers() noexcept {
+  Op* op = recv_op_;
+  if (!op->in_provider || ctx_.ep() == nullptr) return false;
+  // Ended (closed, broken) while libfabric still holds it: a matched
+  // receive cannot be canceled, and the caller may free its memory once
+  // we report. Reported when it left, or at most cancel_limit later.
+  const auto now = driver::Clock::now();
+  if (linger_until_ == driver::Clock::time_point{}) {
+    linger_until_ = now + cancel_limit;
+    cancel_recv_op();
+  }
+  ctx_.progress();
+  if (!op->in_provider) return false;
+  if (now < linger_until_) return true;
+  PIER_LOG(error, "ofi", "an ended receive did not leave libfabric in time");
+  return false;
 }
 
 bool OfiInstance::cancel_and_wait_recv_op() noexcept {
@@ -162,6 +189,7 @@ Status OfiInstance::finish_recv(driver::Packet& pkt) noexcept {
   op->reported = true;
   op->pkt = nullptr;
   recv_op_ = nullptr;
+  linger_until_ = {};
   ctx_.maybe_free(op);
   pkt.driver_data[0] = mark_done;
   pkt.driver_data[1] = 0;
@@ -181,7 +209,7 @@ Status OfiInstance::recv_poll(driver::Packet& pkt) {
   if (pkt.driver_data[0] != mark_receiving || recv_op_ == nullptr || op_of(pkt) != recv_op_)
     return Status::invalid_argument;
   if (!recv_op_->done) ctx_.progress();
-  if (!recv_op_->done) return Status::in_progress;
+  if (!recv_op_->done || recv_lingers()) return Status::in_progress;
   return finish_recv(pkt);
 }
 
@@ -196,6 +224,12 @@ Status OfiInstance::recv_wait(driver::Packet& pkt, driver::Deadline deadline) {
   const Status s = ctx_.wait(
       lock, deadline, [](void* o) { return static_cast<Op*>(o)->done; }, op);
   if (s != Status::ok) return s;
+  while (recv_lingers()) {
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+    const auto slice = std::min(deadline, driver::Clock::now() + std::chrono::milliseconds(10));
+    (void)ctx_.wait(
+        lock, slice, [](void* o) { return !static_cast<Op*>(o)->in_provider; }, op);
+  }
   return finish_recv(pkt);
 }
 
