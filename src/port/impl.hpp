@@ -445,6 +445,17 @@ class Node::Impl final : public core::Client {
   };
   Status post_closed_nack(const ClosedNack& n) noexcept;
   void retry_closed_nacks() noexcept;
+  /// Answers from port number `id` leave oldest incarnation first (a
+  /// sender matches them to its ops in order): whether answers older than
+  /// `who`'s still wait, in a closed incarnation's queue (before `who` when
+  /// it is closed too) or, unless `who` is null, in the closed-port nacks.
+  bool older_answers_wait(unsigned id, const Port::Impl* who) const noexcept {
+    if (zombies.empty() && closed_nacks_count == 0) return false;
+    return older_answers_wait_slow(id, who);
+  }
+  bool older_answers_wait_slow(unsigned id, const Port::Impl* who) const noexcept;
+  /// Retries the closed ports' queued answers, oldest first.
+  void retry_zombies() noexcept;
   static constexpr std::size_t closed_nacks_capacity = 256;
   std::vector<ClosedNack> closed_nacks;  ///< a ring, sized at construction
   std::size_t closed_nacks_first = 0;

@@ -79,16 +79,35 @@ void Node::Impl::reap() noexcept {
   std::erase_if(zombies, [](const auto& z) { return z->pinned == 0 && z->reply_retry.empty(); });
 }
 
+bool Node::Impl::older_answers_wait_slow(unsigned id, const Port::Impl* who) const noexcept {
+  for (const auto& z : zombies) {
+    if (z.get() == who) return false;  // the ones after it are younger
+    if (z->id == id && !z->reply_retry.empty()) return true;
+  }
+  if (who == nullptr || who->closed) return false;
+  // An open port's answers also come after the nacks sent for its number
+  // while no port had it.
+  for (std::size_t i = 0; i < closed_nacks_count; ++i)
+    if (closed_nacks[(closed_nacks_first + i) % closed_nacks.size()].closed_port == id) return true;
+  return false;
+}
+
+void Node::Impl::retry_zombies() noexcept {
+  for (auto& z : zombies)
+    if (!z->reply_retry.empty()) z->retry_replies();
+  reap();
+}
+
 void Node::Impl::poll() noexcept {
+  // Oldest answers first: closed incarnations, then nacks for closed
+  // numbers, then the open ports (which wait for both, per number).
+  if (!zombies.empty()) retry_zombies();
+  if (closed_nacks_count > 0) retry_closed_nacks();
   for (Port::Impl* p : open_ports) p->poll_before();
   (void)core.progress();
-  for (Port::Impl* p : open_ports) p->poll_after();
+  if (!zombies.empty()) retry_zombies();
   if (closed_nacks_count > 0) retry_closed_nacks();
-  if (!zombies.empty()) {
-    for (auto& z : zombies)
-      if (!z->reply_retry.empty()) z->retry_replies();
-    reap();
-  }
+  for (Port::Impl* p : open_ports) p->poll_after();
 }
 
 void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
@@ -146,8 +165,9 @@ Status Node::Impl::post_closed_nack(const ClosedNack& n) noexcept {
 
 void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
   const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch};
-  // Answers leave in order: once one waits for core room, the rest queue.
-  if (closed_nacks_count == 0) {
+  // Answers leave in order: once one waits for core room, the rest queue;
+  // and behind what a closed incarnation of that number still owes.
+  if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, nullptr)) {
     const Status st = post_closed_nack(n);
     if (st != Status::no_resource) return;  // sent, or the gate failed: the sender learns that
   }
@@ -162,7 +182,9 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
 
 void Node::Impl::retry_closed_nacks() noexcept {
   while (closed_nacks_count > 0) {
-    if (post_closed_nack(closed_nacks[closed_nacks_first]) == Status::no_resource) return;
+    const ClosedNack& n = closed_nacks[closed_nacks_first];
+    if (older_answers_wait(n.closed_port, nullptr)) return;
+    if (post_closed_nack(n) == Status::no_resource) return;
     closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
     --closed_nacks_count;
   }

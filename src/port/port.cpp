@@ -28,8 +28,9 @@ inline const config::IntKey connections_key{"PORT_CONNECTIONS", 1024, 1, 1 << 20
 inline const config::IntKey streams_key{"PORT_STREAMS", 1024, 1, 1 << 20,
                                         "(priority, node, port) sources a port tracks at once"};
 inline const config::IntKey streams_per_node_key{
-    "PORT_STREAMS_PER_NODE", 256, 1, 1 << 20,
-    "of those, how many one node may hold (so one peer cannot take every stream)"};
+    "PORT_STREAMS_PER_NODE", 0, 0, 1 << 20,
+    "of those, how many one node may hold, so one peer cannot take every stream (0: 256, or "
+    "two per port a node may open if that is more)"};
 inline const config::IntKey held_key{
     "PORT_HELD", 1024, 1, 1 << 20,
     "arrivals a port holds while they wait for a buffer (raised to 2 x CORE_RECV_MSGS + 1)"};
@@ -49,6 +50,15 @@ std::size_t held_capacity(const core::Core& core) {
 
 constexpr std::uint64_t alarm_magic = 0x7069'6572'616c'726dULL;  // "pieralrm"
 constexpr std::int64_t check_period_ns = 10'000'000;
+
+/// A node has at most two streams (priorities) per port it can open: the
+/// default quota never refuses one that stays within that.
+std::uint32_t stream_quota(const Node::Impl& node) {
+  std::int64_t quota = streams_per_node_key.get();
+  if (quota == 0)
+    quota = std::max<std::int64_t>(256, 2 * static_cast<std::int64_t>(node.ports.size()));
+  return static_cast<std::uint32_t>(std::min(quota, streams_key.get()));
+}
 
 }  // namespace
 
@@ -122,8 +132,7 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
       buffers(recv_total),
       streams(static_cast<std::size_t>(streams_key.get())),
       stream_index(static_cast<std::size_t>(streams_key.get())),
-      streams_per_node(
-          static_cast<std::uint32_t>(std::min(streams_per_node_key.get(), streams_key.get()))),
+      streams_per_node(stream_quota(n)),
       streams_of_node(node.core.size(), 0),
       helds(held_capacity(node.core)),
       // Every held arrival and every op answers at most one reply or control.

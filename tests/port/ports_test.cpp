@@ -233,6 +233,92 @@ TEST(Ports, AnOlderIncarnationsLateDropLeavesTheNewOneAlone) {
   EXPECT_EQ(b.received[1].data, m5);
 }
 
+/// A target port closed with an answer still waiting for core room (the
+/// nack of an op it held), then opened again: the new port's answer to a
+/// later op left first, and the sender, matching answers in order, took it
+/// for the old op's (m1 "ok", never delivered; m2 "closed", delivered).
+/// Answers for one port number now leave oldest incarnation first.
+TEST(Ports, AReopenedTargetsAnswersDoNotOvertakeTheOldOnes) {
+  config::ScopedSet msgs("CORE_SEND_MSGS", "2");
+  config::ScopedSet t("PORT_SEND_TIMEOUT_MS", "30000");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  Driver sink(*w.nodes[0], 4);
+  Driver filler(*w.nodes[1], 3);
+  auto b = std::make_unique<Driver>(*w.nodes[1], 2);
+  auto m1 = pattern(8, 1), m2 = pattern(8, 2);
+  ASSERT_EQ(a.send(m1.data(), m1.size(), Priority::low, 1, 2, 1), Status::ok);
+  run_for({&a, b.get()}, 20);  // held at b: no buffer
+  // Two rendezvous waiting for buffers take both of node 1's send states.
+  std::vector<std::byte> big = pattern(1 << 20, 3);
+  for (std::uintptr_t i = 0; i < 2; ++i)
+    ASSERT_EQ(filler.send(big.data(), big.size(), Priority::low, 0, 4, 10 + i), Status::ok);
+  run_for({&filler, &sink, b.get()}, 20);
+  ASSERT_EQ(w.cores[1]->stats().send_msgs_live, 2u);
+  b.reset();  // its nack for m1 waits for core room
+  b = std::make_unique<Driver>(*w.nodes[1], 2);
+  std::vector<std::byte> b4 = buffer_for(4);
+  ASSERT_EQ(b->provide(b4.data(), 4, Priority::low), Status::ok);
+  ASSERT_EQ(a.send(m2.data(), m2.size(), Priority::low, 1, 2, 2), Status::ok);
+  run_for({&a, &filler, &sink, b.get()}, 50);
+  const unsigned bs = min_size_for_length(big.size());
+  std::vector<std::byte> s1 = buffer_for(bs), s2 = buffer_for(bs);
+  ASSERT_EQ(sink.provide(s1.data(), bs, Priority::low), Status::ok);
+  ASSERT_EQ(sink.provide(s2.data(), bs, Priority::low), Status::ok);
+  ASSERT_TRUE(run_until(
+      {&a, &filler, &sink, b.get()}, [&] { return a.completions.size() == 2; }, 5000));
+  ASSERT_EQ(b->received.size(), 1u);
+  EXPECT_EQ(b->received[0].data, m2);
+  for (const auto& c : a.completions) {
+    if (c.id == 1) {
+      EXPECT_EQ(c.status, Status::closed) << "m1 was never delivered";
+    } else {
+      EXPECT_EQ(c.status, Status::ok) << "m2 was delivered";
+    }
+  }
+}
+
+/// The same without a reopen: the closed port's ack (for an op it
+/// delivered) waits for core room, and the node's nack for a later op to
+/// the closed number left first (m1 "closed" though delivered, m2 "ok").
+TEST(Ports, AClosedPortsAckIsNotOvertakenByTheNackForItsNumber) {
+  config::ScopedSet msgs("CORE_SEND_MSGS", "2");
+  config::ScopedSet t("PORT_SEND_TIMEOUT_MS", "30000");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  Driver sink(*w.nodes[0], 4);
+  Driver filler(*w.nodes[1], 3);
+  auto b = std::make_unique<Driver>(*w.nodes[1], 2);
+  std::vector<std::byte> big = pattern(1 << 20, 3);
+  for (std::uintptr_t i = 0; i < 2; ++i)
+    ASSERT_EQ(filler.send(big.data(), big.size(), Priority::low, 0, 4, 10 + i), Status::ok);
+  run_for({&filler, &sink, b.get()}, 20);
+  ASSERT_EQ(w.cores[1]->stats().send_msgs_live, 2u);
+  std::vector<std::byte> b4 = buffer_for(4);
+  ASSERT_EQ(b->provide(b4.data(), 4, Priority::low), Status::ok);
+  auto m1 = pattern(8, 1), m2 = pattern(8, 2);
+  ASSERT_EQ(a.send(m1.data(), m1.size(), Priority::low, 1, 2, 1), Status::ok);
+  ASSERT_TRUE(run_until({&a, b.get()}, [&] { return b->received.size() == 1; }));
+  b.reset();  // its ack for m1 waits for core room
+  ASSERT_EQ(a.send(m2.data(), m2.size(), Priority::low, 1, 2, 2), Status::ok);
+  run_for({&a, &filler, &sink}, 50);
+  const unsigned bs = min_size_for_length(big.size());
+  std::vector<std::byte> s1 = buffer_for(bs), s2 = buffer_for(bs);
+  ASSERT_EQ(sink.provide(s1.data(), bs, Priority::low), Status::ok);
+  ASSERT_EQ(sink.provide(s2.data(), bs, Priority::low), Status::ok);
+  ASSERT_TRUE(run_until(
+      {&a, &filler, &sink}, [&] { return a.completions.size() == 2; }, 5000));
+  for (const auto& c : a.completions) {
+    if (c.id == 1) {
+      EXPECT_EQ(c.status, Status::ok) << "m1 was delivered";
+    } else {
+      EXPECT_EQ(c.status, Status::closed) << "m2 met a closed port";
+    }
+  }
+}
+
 /// A port closed while its ops wait at the target, before any failure was
 /// reported: closing drops them there too (before, the target's later
 /// timeout suspended the stream and the ops behind stayed held for ever,
