@@ -10,6 +10,7 @@
  *                            holding ';' checks the escape
  *   pmi_client abort R       rank R calls abort (exit code 7); the others
  *                            enter a barrier, which must fail, not hang
+ *   pmi_client abort0 R      the same with exit code 0: the job still ends
  *   pmi_client leave R       rank R exits 0 without PMI; the others' barrier
  *                            must fail
  *   pmi_client names1        PMI-1 name service: rank 0 publishes, everyone
@@ -418,6 +419,18 @@ int main(int argc, char** argv) {
       write_all(abort_line, strlen(abort_line));
       printf("pmi rank %d: aborting\n", rank);
       exit(7);
+    }
+    v1_barrier_or_exit();
+    fail("the barrier completed without the aborted rank");
+  }
+  if (strcmp(argv[1], "abort0") == 0) {
+    /* MPI_Abort(comm, 0): the job still ends, though the rank exits 0. */
+    v1_init();
+    if (rank == target) {
+      const char* abort_line = "cmd=abort exitcode=0 message=abort with zero\n";
+      write_all(abort_line, strlen(abort_line));
+      printf("pmi rank %d: aborting with 0\n", rank);
+      exit(0);
     }
     v1_barrier_or_exit();
     fail("the barrier completed without the aborted rank");

@@ -3,6 +3,7 @@
 #include "run_command.hpp"
 
 #include <gtest/gtest.h>
+#include <chrono>
 
 namespace pier::multiproc {
 namespace {
@@ -68,6 +69,25 @@ TEST(PmiRun, AbortIsReportedAndEndsTheJob) {
   ASSERT_FALSE(o.timed_out) << o.output;
   EXPECT_EQ(o.exit_code, 7) << o.output;
   EXPECT_TRUE(has(o, "pier-run: rank 1 aborted the job through PMI (exit code 7): test abort"))
+      << o.output;
+  EXPECT_FALSE(has(o, "the barrier completed")) << o.output;
+}
+
+/// MPI_Abort(comm, 0): the rank says abort and exits 0. It was not taken
+/// for a failure, and the others waited in their barrier until the job's
+/// timeout; the abort itself now ends the job, with the code it gave.
+TEST(PmiRun, AbortWithExitCodeZeroStillEndsTheJob) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "3", "--timeout", "30", PMI_CLIENT_PATH, "abort0", "1"};
+  spec.limit = std::chrono::seconds(60);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = run_command(spec);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_FALSE(has(o, "timeout after")) << o.output;
+  EXPECT_LT(took, std::chrono::seconds(15)) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "rank 1 aborted the job through PMI (exit code 0): abort with zero"))
       << o.output;
   EXPECT_FALSE(has(o, "the barrier completed")) << o.output;
 }

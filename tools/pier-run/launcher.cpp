@@ -474,7 +474,7 @@ void Job::read_pipe(Rank& rank, int which) {
 }
 
 void Job::loop() {
-  enum class Kind { signal, listen, conn, pipe };
+  enum class Kind { signal, listen, conn, pipe, abort };
   struct Source {
     Kind kind;
     int fd;
@@ -517,6 +517,7 @@ void Job::loop() {
     };
     add(signal_fd_, POLLIN, {Kind::signal, signal_fd_, 0, 0});
     add(listen_fd_, POLLIN, {Kind::listen, listen_fd_, 0, 0});
+    if (!ending_) add(pmi_.abort_fd(), POLLIN, {Kind::abort, pmi_.abort_fd(), 0, 0});
     for (auto& [fd, c] : conns_)
       add(fd, static_cast<short>(POLLIN | (c.pending.empty() ? 0 : POLLOUT)),
           {Kind::conn, fd, 0, 0});
@@ -548,6 +549,16 @@ void Job::loop() {
           break;
         case Kind::pipe:
           read_pipe(ranks_[s.rank], s.which);
+          break;
+        case Kind::abort:
+          // The abort ends the job even when the rank then exits 0
+          // (MPI_Abort(comm, 0)): the others may wait in a barrier.
+          if (const auto code = pmi_.take_abort(); code && !ending_) {
+            const auto others = running_ranks();
+            if (!others.empty())
+              say("terminating ranks " + proto::format_ranks(others) + " after the abort");
+            end_job(*code);
+          }
           break;
       }
     }

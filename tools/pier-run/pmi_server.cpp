@@ -49,11 +49,13 @@ PmiServer::~PmiServer() {
   for (auto& c : conns_)
     if (c && c->fd >= 0) ::close(c->fd);
   if (stop_fd_ >= 0) ::close(stop_fd_);
+  if (abort_fd_ >= 0) ::close(abort_fd_);
 }
 
 bool PmiServer::start() {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) {
+  abort_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0 || abort_fd_ < 0) {
     say(fmt::format("cannot serve PMI: eventfd: {}", std::strerror(errno)));
     return false;
   }
@@ -100,8 +102,23 @@ void PmiServer::forked(std::uint32_t rank) noexcept {
   }
 }
 
+std::optional<int> PmiServer::take_abort() noexcept {
+  std::uint64_t n = 0;
+  (void)!::read(abort_fd_, &n, sizeof n);
+  const int code = abort_code_.load(std::memory_order_acquire);
+  if (code < 0) return std::nullopt;
+  return code;
+}
+
 void PmiServer::dispatch(std::vector<PmiOutgoing>& out) {
   for (auto& note : service_.take_notes()) say(note);
+  for (int code : service_.take_aborts()) {
+    int none = -1;
+    if (abort_code_.compare_exchange_strong(none, code, std::memory_order_acq_rel)) {
+      const std::uint64_t one = 1;
+      (void)!::write(abort_fd_, &one, sizeof one);
+    }
+  }
   for (auto& o : out) {
     Conn* c = o.rank < conns_.size() ? conns_[o.rank].get() : nullptr;
     if (!c || c->fd < 0) continue;

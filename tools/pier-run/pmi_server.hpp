@@ -13,8 +13,10 @@
 
 #include "pmi_service.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -44,6 +46,10 @@ class PmiServer {
   /// In pier-run after forking the rank: closes pier-run's copy of its end,
   /// so the server sees end-of-file when the rank is gone.
   void forked(std::uint32_t rank) noexcept;
+  /// Readable once a rank said abort (for the job loop's poll).
+  int abort_fd() const noexcept { return abort_fd_; }
+  /// The exit code of the first abort, once one was said; clears abort_fd.
+  std::optional<int> take_abort() noexcept;
 
  private:
   struct Conn;
@@ -57,7 +63,9 @@ class PmiServer {
   std::vector<int> child_fds_;  ///< the ranks' ends, until forked()
   std::vector<std::unique_ptr<Conn>> conns_;
   PmiService service_;
-  int stop_fd_ = -1;  ///< eventfd: the destructor wakes the thread
+  int stop_fd_ = -1;                 ///< eventfd: the destructor wakes the thread
+  int abort_fd_ = -1;                ///< eventfd: a rank said abort (the job loop polls it)
+  std::atomic<int> abort_code_{-1};  ///< the first abort's exit code
   std::thread thread_;
 };
 

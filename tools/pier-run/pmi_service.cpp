@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 
 namespace pier::run {
 namespace {
@@ -309,6 +310,15 @@ void PmiService::abort_from(std::uint32_t rank, const Command& c) {
   // Its socket closing must not fail the others' barrier: they would exit
   // with their own status first and hide the abort's exit code.
   ranks_[rank].aborted = true;
+  // The code as MPI_Abort gave it; 1 when it is missing or not a number.
+  int code = 1;
+  if (const std::string* v = c.find("exitcode")) {
+    int parsed = 0;
+    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), parsed);
+    if (ec == std::errc{} && end == v->data() + v->size() && parsed >= 0 && parsed <= 255)
+      code = parsed;
+  }
+  aborts_.push_back(code);
   notes_.push_back(fmt::format("rank {} aborted the job through PMI{}{}", rank,
                                c.find("exitcode") ? " (exit code " + *c.find("exitcode") + ")" : "",
                                text.empty() ? "" : ": " + text));

@@ -53,6 +53,9 @@ class PmiService {
   std::optional<Clock::time_point> next_tick() const noexcept;
   /// Lines for pier-run's stderr (aborts, protocol errors, failed barriers).
   std::vector<std::string> take_notes() { return std::move(notes_); }
+  /// Exit codes of the aborts said since the last call (a rank that says
+  /// abort ends the job, whatever status it then exits with).
+  std::vector<int> take_aborts() { return std::move(aborts_); }
 
   const std::string& jobid() const noexcept { return jobid_; }
   /// Total bytes of keys and values one job may store.
@@ -109,6 +112,7 @@ class PmiService {
   std::uint32_t barrier_epoch_ = 1;
   std::string barrier_failure_;  ///< non-empty once a barrier failed: every later one fails
   std::vector<std::string> notes_;
+  std::vector<int> aborts_;
   Clock::time_point now_{};  ///< of the event being handled
 };
 
