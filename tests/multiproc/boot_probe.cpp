@@ -11,6 +11,10 @@
 //                                    pier-run and print its refusal
 //   boot_probe badlib R              rank R says hello as pier 9.9.9; the
 //                                    others run the exchange
+//   boot_probe claim R               every rank but R first says hello as
+//                                    rank R (R waits a second) and prints
+//                                    whether pier-run refused it; then the
+//                                    exchange
 //   boot_probe impostor              (root) a child that became `nobody`
 //                                    connects to pier-run's socket and
 //                                    reports whether it was closed at once;
@@ -138,6 +142,41 @@ int impostor(long my_rank) {
   return code == 0 ? 0 : 1;
 }
 
+/// Says hello as `claimed` (this pier's version) on a connection of its
+/// own: 0 when pier-run refuses it within 3 s, 1 when it does not.
+int claim(long my_rank, long size, long claimed) {
+  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (!address || fd < 0 ||
+      ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
+    return 2;
+  const auto frame = pier::boot::proto::encode_hello(
+      {static_cast<std::uint32_t>(claimed), static_cast<std::uint32_t>(size),
+       static_cast<std::uint32_t>(::getpid()), std::string(pier::boot::library_version())});
+  if (::write(fd, frame.data(), frame.size()) != static_cast<::ssize_t>(frame.size())) return 2;
+  pier::boot::proto::FrameReader reader;
+  std::byte buf[4096];
+  const auto until = Clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    ::pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != 1) break;
+    const ::ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    reader.append(std::span(buf, static_cast<std::size_t>(n)));
+  }
+  ::close(fd);
+  auto frame_in = reader.next();
+  if (frame_in && *frame_in) {
+    if (auto err = pier::boot::proto::decode_error((*frame_in)->body)) {
+      fmt::print("probe rank {}: claim of rank {} refused: {}\n", my_rank, claimed, err->text);
+      return 0;
+    }
+  }
+  fmt::print("probe rank {}: claim of rank {} accepted\n", my_rank, claimed);
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +199,9 @@ int main(int argc, char** argv) {
   if (mode == "badlib" && my_rank == target) return bad_version(my_rank, size, "9.9.9");
   if (mode == "impostor")
     if (int rc = impostor(my_rank); rc != 0) return rc;
+  if (mode == "claim" && my_rank != target)
+    if (int rc = claim(my_rank, size, target); rc != 0) return rc;
+  if (mode == "claim" && my_rank == target) std::this_thread::sleep_for(std::chrono::seconds(1));
   auto boot = Bootstrap::open();
   if (!boot) {
     fmt::print("probe rank {}: open failed: {}\n", my_rank, pier::to_string(boot.status()));

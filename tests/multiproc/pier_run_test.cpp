@@ -139,6 +139,20 @@ TEST(PierRun, AnotherUsersConnectionIsRefused) {
   EXPECT_TRUE(has(o, "probe rank 0: impostor refused")) << o.output;
 }
 
+/// A process of the same user that pier-run did not start as rank 1 (here
+/// rank 0) says hello as rank 1 before rank 1 does: refused (before, it
+/// took rank 1's place and the real rank 1 was refused as connecting
+/// twice); the job then runs.
+TEST(PierRun, AProcessClaimingAnotherRankIsRefused) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "30", BOOT_PROBE_PATH, "claim", "1"};
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "probe rank 0: claim of rank 1 refused: a process (pid ")) << o.output;
+  EXPECT_TRUE(has(o, "probe rank 1: exchange ok")) << o.output;
+}
+
 TEST(PierRun, MissingProgramIsReported) {
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "10", "/nonexistent/pier-program"};

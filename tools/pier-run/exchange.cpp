@@ -86,6 +86,13 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
            out);
     return;
   }
+  if (identity_check_ && !identity_check_(conn, hello.rank)) {
+    refuse(conn, proto::Refusal::bad_hello,
+           fmt::format("a process (pid {}) that pier-run did not start as rank {} claims it",
+                       hello.pid, hello.rank),
+           out);
+    return;
+  }
   RankState& state = ranks_[hello.rank];
   if (state.ever_connected) {
     refuse(

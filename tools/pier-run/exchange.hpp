@@ -6,6 +6,7 @@
 #include "boot/proto.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ class Exchange {
   std::string pending_summary() const;
   /// Refusals written to pier-run's stderr (version mismatch and the like).
   std::vector<std::string> take_notes() { return std::move(notes_); }
+  /// Whether the process behind `conn` may say hello as `rank` (the
+  /// launcher checks it was started as that rank); unset: any may.
+  using IdentityCheck = std::function<bool(int conn, std::uint32_t rank)>;
+  void set_identity_check(IdentityCheck check) { identity_check_ = std::move(check); }
 
  private:
   struct RankState {
@@ -44,6 +49,7 @@ class Exchange {
     std::uint32_t fenced = 0;  ///< last epoch this rank joined
   };
 
+  IdentityCheck identity_check_;
   void refuse(int conn, boot::proto::Refusal why, std::string text, std::vector<Outgoing>& out);
   void on_hello(int conn, const boot::proto::Hello& hello, std::vector<Outgoing>& out);
   void on_fence(std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out);

@@ -32,6 +32,7 @@
 #include <array>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -107,7 +108,34 @@ struct Rank {
   std::array<std::unique_ptr<LineTagger>, 2> taggers;
 };
 
+/// Whether `pid` is `ancestor` or descends from it (parents read from
+/// /proc). True when /proc cannot say: the check must not break jobs where
+/// it cannot see.
+bool descends_from(pid_t pid, pid_t ancestor) {
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    if (pid == ancestor) return true;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return depth == 0;
+    char buf[512];
+    const ::ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return true;
+    buf[n] = '\0';
+    // "pid (comm) state ppid ...": comm may hold anything, ')' included.
+    const char* close_paren = std::strrchr(buf, ')');
+    char state = 0;
+    int parent = 0;
+    if (close_paren == nullptr || std::sscanf(close_paren + 1, " %c %d", &state, &parent) != 2)
+      return true;
+    pid = parent;
+  }
+  return pid == ancestor;
+}
+
 struct Conn {
+  pid_t pid = 0;  ///< the peer process (SO_PEERCRED)
   proto::FrameReader reader;
   std::vector<std::byte> pending;  ///< not yet written
   bool close_after = false;
@@ -119,7 +147,15 @@ class Job {
       : opt_(o),
         ranks_(o.ranks),
         exchange_(o.ranks, std::string(boot::library_version())),
-        pmi_(o.ranks) {}
+        pmi_(o.ranks) {
+    // A process of our user could otherwise say hello as any rank and take
+    // its place: only the rank's process, or one it started, may.
+    exchange_.set_identity_check([this](int conn, std::uint32_t rank) {
+      auto it = conns_.find(conn);
+      if (it == conns_.end() || rank >= ranks_.size() || ranks_[rank].pid <= 0) return false;
+      return descends_from(it->second.pid, ranks_[rank].pid);
+    });
+  }
   ~Job();
   int run();
 
@@ -396,7 +432,9 @@ void Job::accept_conns() {
       ::close(fd);
       continue;
     }
-    conns_.emplace(fd, Conn{});
+    Conn c;
+    c.pid = cred.pid;
+    conns_.emplace(fd, std::move(c));
   }
 }
 
