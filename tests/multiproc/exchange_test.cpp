@@ -18,7 +18,7 @@ proto::Frame frame_of(const std::vector<std::byte>& bytes) {
 }
 
 proto::Type type_of(const Outgoing& o) {
-  return frame_of(o.frame).header.type;
+  return frame_of(*o.frame).header.type;
 }
 
 class ExchangeTest : public ::testing::Test {
@@ -49,7 +49,7 @@ TEST_F(ExchangeTest, FenceCompletesWhenEveryRankJoinedAndCarriesAllEntries) {
   fence(12, 1);
   ASSERT_EQ(out.size(), 3u);
   for (auto& o : out) {
-    auto done = proto::decode_fence_done(frame_of(o.frame).body);
+    auto done = proto::decode_fence_done(frame_of(*o.frame).body);
     ASSERT_TRUE(done);
     EXPECT_EQ(done->epoch, 1u);
     ASSERT_EQ(done->entries.size(), 1u);
@@ -59,6 +59,41 @@ TEST_F(ExchangeTest, FenceCompletesWhenEveryRankJoinedAndCarriesAllEntries) {
   EXPECT_EQ(ex.pending_summary(), "");
 }
 
+/// Entries that together pass what one answer carries (64 MiB, each value
+/// within its 1 MiB): every rank's fence failed as a malformed frame, with
+/// no word of why; now it fails with the reason. The one big answer is
+/// shared by every rank's connection, not copied per rank.
+TEST_F(ExchangeTest, AnExchangeTooLargeForOneAnswerFailsTheFenceSayingWhy) {
+  for (int r = 0; r < 3; ++r) hello(10 + r, static_cast<std::uint32_t>(r));
+  out.clear();
+  const std::vector<std::byte> mib(1u << 20, std::byte{1});
+  for (int r = 0; r < 3; ++r) {
+    std::vector<proto::Entry> mine;
+    for (int k = 0; k < 22; ++k) mine.push_back({0, "k" + std::to_string(k), mib});
+    ex.on_frame(10 + r, frame_of(proto::encode_commit(mine)), out);
+  }
+  for (int r = 0; r < 3; ++r) fence(10 + r, 1);
+  ASSERT_EQ(out.size(), 3u);
+  for (auto& o : out) {
+    ASSERT_EQ(type_of(o), proto::Type::fence_failed);
+    auto failed = proto::decode_fence_failed(frame_of(*o.frame).body);
+    ASSERT_TRUE(failed);
+    EXPECT_NE(failed->text.find("more than one exchange carries (64 MiB)"), std::string::npos)
+        << failed->text;
+  }
+  out.clear();
+  // A fitting exchange: one answer, the same buffer for every rank.
+  Exchange small{3, "0.1.0"};
+  std::vector<Outgoing> o2;
+  for (std::uint32_t r = 0; r < 3; ++r)
+    small.on_frame(20 + static_cast<int>(r),
+                   frame_of(proto::encode_hello({r, 3, 100 + r, "0.1.0"})), o2);
+  o2.clear();
+  for (int r = 0; r < 3; ++r) small.on_frame(20 + r, frame_of(proto::encode_fence(1)), o2);
+  ASSERT_EQ(o2.size(), 3u);
+  EXPECT_EQ(o2[0].frame.get(), o2[2].frame.get());
+}
+
 TEST_F(ExchangeTest, QueryNamesMissingRanksByReason) {
   hello(10, 0);
   hello(11, 1);
@@ -66,7 +101,7 @@ TEST_F(ExchangeTest, QueryNamesMissingRanksByReason) {
   fence(10, 1);
   ex.on_frame(10, frame_of(proto::encode_query(1)), out);
   ASSERT_EQ(out.size(), 1u);
-  auto reply = proto::decode_query_reply(frame_of(out[0].frame).body);
+  auto reply = proto::decode_query_reply(frame_of(*out[0].frame).body);
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->ranks, (std::vector<std::uint32_t>{1, 2}));
   EXPECT_EQ(reply->text,
@@ -83,7 +118,7 @@ TEST_F(ExchangeTest, ARankThatLeavesFailsThePendingFenceAtOnce) {
   ex.on_disconnect(12, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].conn, 10);
-  auto failed = proto::decode_fence_failed(frame_of(out[0].frame).body);
+  auto failed = proto::decode_fence_failed(frame_of(*out[0].frame).body);
   ASSERT_TRUE(failed);
   EXPECT_EQ(failed->text, "rank 2 ended before joining fence 1");
   out.clear();
@@ -104,7 +139,7 @@ TEST_F(ExchangeTest, BadHellosAreRefusedAndClosed) {
     EXPECT_TRUE(out[i].close_after) << i;
   }
   EXPECT_EQ(type_of(out[2]), proto::Type::welcome);
-  auto err = proto::decode_error(frame_of(out[4].frame).body);
+  auto err = proto::decode_error(frame_of(*out[4].frame).body);
   ASSERT_TRUE(err);
   EXPECT_EQ(err->why, proto::Refusal::version_mismatch);
   EXPECT_EQ(err->text, "rank 1 (pid 101) runs pier 0.2.0 but rank 0 runs pier 0.1.0");

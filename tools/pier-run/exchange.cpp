@@ -18,7 +18,7 @@ int Exchange::rank_of(int conn) const {
 
 void Exchange::refuse(int conn, proto::Refusal why, std::string text, std::vector<Outgoing>& out) {
   notes_.push_back(text);
-  out.push_back({conn, proto::encode_error(why, text), true});
+  out.push_back({conn, share(proto::encode_error(why, text)), true});
 }
 
 void Exchange::on_frame(int conn, const proto::Frame& frame, std::vector<Outgoing>& out) {
@@ -66,7 +66,7 @@ void Exchange::on_frame(int conn, const proto::Frame& frame, std::vector<Outgoin
         report.ranks = missing();
         report.text = failed_ ? failure_ : describe_missing();
       }
-      out.push_back({conn, proto::encode_query_reply(report)});
+      out.push_back({conn, share(proto::encode_query_reply(report))});
       return;
     }
     default:
@@ -116,13 +116,13 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
   state.conn = conn;
   state.ever_connected = true;
   state.pid = hello.pid;
-  out.push_back({conn, proto::encode_welcome()});
+  out.push_back({conn, share(proto::encode_welcome())});
 }
 
 void Exchange::on_fence(std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out) {
   RankState& state = ranks_[rank];
   if (failed_) {
-    out.push_back({state.conn, proto::encode_fence_failed({epoch, {}, failure_})});
+    out.push_back({state.conn, share(proto::encode_fence_failed({epoch, {}, failure_}))});
     return;
   }
   if (epoch != epoch_ || state.fenced == epoch) {
@@ -141,8 +141,21 @@ void Exchange::maybe_complete(std::vector<Outgoing>& out) {
     if (r.fenced != epoch_) return;
   // One encoding for everyone: each rank receives every entry of the epoch,
   // its own included, so get() never needs another round trip.
-  const auto frame = proto::encode_fence_done({epoch_, std::move(entries_)});
+  const SharedFrame frame = share(proto::encode_fence_done({epoch_, std::move(entries_)}));
   entries_.clear();
+  if (frame->size() > proto::header_size + proto::max_body) {
+    failed_ = true;
+    // Every rank would refuse the answer as malformed: say why instead.
+    failure_ = fmt::format(
+        "fence {}: the ranks put {} MiB of keys and values, more than one exchange carries "
+        "({} MiB)",
+        epoch_, (frame->size() - proto::header_size) >> 20, proto::max_body >> 20);
+    notes_.push_back(failure_);
+    for (const auto& r : ranks_)
+      if (r.conn >= 0)
+        out.push_back({r.conn, share(proto::encode_fence_failed({epoch_, {}, failure_}))});
+    return;
+  }
   for (const auto& r : ranks_)
     if (r.conn >= 0) out.push_back({r.conn, frame});
   ++epoch_;
@@ -163,7 +176,7 @@ void Exchange::fail_if_hopeless(std::vector<Outgoing>& out) {
   notes_.push_back(failure_);
   for (const auto& r : ranks_)
     if (r.conn >= 0 && r.fenced == epoch_)
-      out.push_back({r.conn, proto::encode_fence_failed({epoch_, lost, failure_})});
+      out.push_back({r.conn, share(proto::encode_fence_failed({epoch_, lost, failure_}))});
 }
 
 void Exchange::on_disconnect(int conn, std::vector<Outgoing>& out) {

@@ -7,15 +7,22 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace pier::run {
 
 /// A frame for a connection; `close_after` ends the connection once sent.
+/// A frame for one connection. Shared: the fence's answer, up to 64 MiB,
+/// goes to every rank as one buffer, not one copy each.
+using SharedFrame = std::shared_ptr<const std::vector<std::byte>>;
+inline SharedFrame share(std::vector<std::byte> bytes) {
+  return std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+}
 struct Outgoing {
   int conn;
-  std::vector<std::byte> frame;
+  SharedFrame frame;
   bool close_after = false;
 };
 

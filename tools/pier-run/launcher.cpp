@@ -34,6 +34,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
@@ -137,7 +138,8 @@ bool descends_from(pid_t pid, pid_t ancestor) {
 struct Conn {
   pid_t pid = 0;  ///< the peer process (SO_PEERCRED)
   proto::FrameReader reader;
-  std::vector<std::byte> pending;  ///< not yet written
+  std::deque<SharedFrame> pending;  ///< not yet written, the first from `sent` on
+  std::size_t sent = 0;
   bool close_after = false;
 };
 
@@ -411,7 +413,7 @@ void Job::dispatch(std::vector<Outgoing>& out) {
   for (auto& o : out) {
     auto it = conns_.find(o.conn);
     if (it == conns_.end()) continue;
-    it->second.pending.insert(it->second.pending.end(), o.frame.begin(), o.frame.end());
+    if (o.frame && !o.frame->empty()) it->second.pending.push_back(std::move(o.frame));
     it->second.close_after |= o.close_after;
     flush_conn(o.conn);
   }
@@ -451,14 +453,19 @@ void Job::flush_conn(int fd) {
   if (it == conns_.end()) return;
   Conn& c = it->second;
   while (!c.pending.empty()) {
-    const ::ssize_t n = ::send(fd, c.pending.data(), c.pending.size(), MSG_NOSIGNAL);
+    const std::vector<std::byte>& f = *c.pending.front();
+    const ::ssize_t n = ::send(fd, f.data() + c.sent, f.size() - c.sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
       close_conn(fd);
       return;
     }
-    c.pending.erase(c.pending.begin(), c.pending.begin() + n);
+    c.sent += static_cast<std::size_t>(n);
+    if (c.sent == f.size()) {
+      c.pending.pop_front();
+      c.sent = 0;
+    }
   }
   if (c.close_after) close_conn(fd);
 }
@@ -483,7 +490,7 @@ void Job::read_conn(int fd) {
       std::vector<Outgoing> out;
       if (!frame) {
         out.push_back(
-            {fd, proto::encode_error(proto::Refusal::malformed, "undecodable frame"), true});
+            {fd, share(proto::encode_error(proto::Refusal::malformed, "undecodable frame")), true});
         say("a rank sent undecodable bytes on the exchange socket; dropping it");
       } else if (!*frame) {
         break;
