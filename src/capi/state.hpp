@@ -92,6 +92,13 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
   Pin pin;
   State* s = pin.get();
   if (!s) return PTL_NO_INIT;
+  if (timeout_ms == 0) {
+    // A poll between the caller's own work: one pass of progress first (the
+    // LIB may run in this thread and nobody else drives it), no waiting.
+    if (aborting()) return PTL_ABORTED;
+    poll();
+    return attempt();
+  }
   auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
                                                  : base::Deadline::after_ms(timeout_ms);
   wait_enter();

@@ -267,6 +267,7 @@ void Lib::auto_unlink_when_idle(Entry* e) noexcept {
 
 void Lib::entry_auto_unlink(Entry* e, bool post_event) noexcept {
   Pt& pt = *e->pt;
+  if (e->quiet_unlink) post_event = false;  // unlinked on purpose already
   if (e->linked) (e->list == PTL_PRIORITY_LIST ? pt.priority : pt.overflow).remove(e);
   e->linked = false;
   e->auto_unlinked = true;
@@ -284,7 +285,8 @@ void Lib::entry_auto_unlink(Entry* e, bool post_event) noexcept {
 void Lib::maybe_auto_free(Entry* e) noexcept {
   if (!e->auto_unlinked || e->uh_refs > 0 || e->pending > 0) return;
   // R-U7: an overflow entry says when its buffer holds nothing unconsumed.
-  if (e->list == PTL_OVERFLOW_LIST && !(e->options & PTL_ME_EVENT_UNLINK_DISABLE) && e->pt->eq) {
+  if (e->list == PTL_OVERFLOW_LIST && !e->quiet_unlink &&
+      !(e->options & PTL_ME_EVENT_UNLINK_DISABLE) && e->pt->eq) {
     ptl_event_t ev{};
     ev.type = PTL_EVENT_AUTO_FREE;
     ev.user_ptr = e->user_ptr;

@@ -247,6 +247,9 @@ struct Entry {
   std::uint32_t claims = 0;
   bool link_owed = false;
   bool auto_unlinked = false;  ///< waiting for uh_refs to drain (AUTO_FREE)
+  /// Unlinked by a triggered PtlMEUnlink while messages still landed in it:
+  /// freed when they are done, with no AUTO_UNLINK or AUTO_FREE event.
+  bool quiet_unlink = false;
   /// Left its list when a message matched (use-once, min_free): AUTO_UNLINK
   /// waits for every message still landing in it (R-E4).
   bool unlink_owed = false;

@@ -24,7 +24,11 @@ int Lib::add_trigger(Ct* ct, ptl_size_t threshold, const Trig& t) noexcept {
 void Lib::ct_changed(Ct* ct) noexcept {
   mirror(*ct);  // before the bump: a waiter that sees the new epoch sees the value
   notifier_.bump();
-  ptl_size_t sum = ct->value.success + ct->value.failure;
+  // Saturating: PtlCTSet may give any values, and a wrapped sum would never
+  // reach a threshold the true one passed (R-T1).
+  const ptl_size_t sum = ct->value.success > ~ct->value.failure
+                             ? ~ptl_size_t{0}
+                             : ct->value.success + ct->value.failure;
   for (Trig* t = ct->triggered.head; t;) {
     Trig* next = t->next;
     if (sum >= t->threshold) {
@@ -87,6 +91,22 @@ void Lib::fire(Trig* t) noexcept {
       c.handle = t->ct;
       Reply r;
       rc = unlink(c, r);
+      if (rc == PTL_IN_USE) {
+        // Nobody is left to retry (R-T1): the entry leaves its list now
+        // and is freed once what lands in it is done. Released by its own
+        // counting event, it always meets its message still landing.
+        Ni& owner = nis_[ni_of(t->ct)];
+        Entry* e = owner.refs > 0 ? owner.entries->lookup(t->ct) : nullptr;
+        if (e && !e->auto_unlinked) {
+          if (e->linked)
+            (e->list == PTL_PRIORITY_LIST ? e->pt->priority : e->pt->overflow).remove(e);
+          e->linked = false;
+          e->auto_unlinked = true;
+          e->quiet_unlink = true;
+          e->unlink_owed = false;
+          rc = PTL_OK;
+        }
+      }
       break;
     }
   }

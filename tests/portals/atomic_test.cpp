@@ -288,6 +288,19 @@ TEST_P(Atomics, R_T5_CounterChaining) {
   EXPECT_EQ(v.success, 10u);
 }
 
+/// R-T1 with counts near the top of their range: success + failure wrapped
+/// to a small sum, and a threshold the true sum passed was never reached.
+TEST_P(Atomics, R_T1_ASumBeyondTheRangeStillReachesTheThreshold) {
+  ptl_handle_ct_t a, b;
+  ASSERT_EQ(PtlCTAlloc(ni_, &a), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &b), PTL_OK);
+  ASSERT_EQ(PtlTriggeredCTInc(b, ptl_ct_event_t{1, 0}, a, 5), PTL_OK);
+  ASSERT_EQ(PtlCTSet(a, ptl_ct_event_t{~ptl_size_t{0}, 1}), PTL_OK);  // wraps to 0
+  ptl_ct_event_t v{};
+  ASSERT_EQ(PtlCTGet(b, &v), PTL_OK);
+  EXPECT_EQ(v.success, 1u);
+}
+
 TEST_P(Atomics, R_T6_CancelDestroysPendingOperations) {
   ptl_handle_ct_t trig;
   ASSERT_EQ(PtlCTAlloc(ni_, &trig), PTL_OK);
@@ -361,6 +374,36 @@ TEST_P(Atomics, TriggeredMEAppendAndUnlink) {
   ASSERT_EQ(PtlTriggeredMEUnlink(h, trig, 2), PTL_OK);
   ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
   EXPECT_EQ(PtlMEUnlink(h), PTL_ARG_INVALID);  // already gone
+}
+
+/// R-T1 for a triggered unlink released by the entry's own counting event:
+/// the message that counted is still landing (the count comes first), so
+/// the unlink met PTL_IN_USE and was dropped; the entry stayed and took the
+/// next put. It now leaves its list at once and goes when idle.
+TEST_P(Atomics, R_T1_ATriggeredUnlinkReleasedByItsOwnEntrysCountHappens) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  std::uint32_t slot[2] = {};
+  ptl_me_t m = me(slot, sizeof slot, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM, 0x78);
+  m.ct_handle = ct;
+  ptl_handle_me_t h = PTL_INVALID_HANDLE;
+  ASSERT_EQ(PtlMEAppend(ni_, pt_, &m, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+  ASSERT_EQ(PtlTriggeredMEUnlink(h, ct, 1), PTL_OK);
+  ASSERT_EQ(PtlPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0x78, 0, nullptr, 0), PTL_OK);
+  (void)events_until(ieq_, PTL_EVENT_ACK);
+  ct_wait(ct, 1);
+  (void)next_event(teq_);  // the PUT
+  // Gone: the explicit unlink finds nothing, and the next put is dropped.
+  EXPECT_EQ(PtlMEUnlink(h), PTL_ARG_INVALID);
+  ptl_sr_value_t before = 0, after = 0;
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &before), PTL_OK);
+  ASSERT_EQ(PtlPut(put_md_, 0, 4, PTL_ACK_REQ, self_, pt_, 0x78, 0, nullptr, 0), PTL_OK);
+  auto evs = events_until(ieq_, PTL_EVENT_ACK);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_NE(evs.back().ni_fail_type, PTL_NI_OK);
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &after), PTL_OK);
+  EXPECT_EQ(after, before + 1);
 }
 
 TEST_P(Atomics, R_T7_FreeingTheCounterDestroysItsOperations) {

@@ -1,4 +1,6 @@
 // PORTALS4.md §6.9-§6.10 (local): event queues, counting events, PtlAbort.
+#include <array>
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -223,6 +225,81 @@ TEST_F(Queues, WaitWakesWhenAnotherThreadIncrements) {
   for (int i = 0; i < 3; ++i) ASSERT_EQ(PtlCTInc(ct, ptl_ct_event_t{1, 0}), PTL_OK);
   ASSERT_EQ(waiter.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   EXPECT_EQ(waiter.get(), PTL_OK);
+}
+
+/// A program that polls with timeout 0 between its own work: before, such
+/// a poll never drove the core (only PtlEQGet/PtlCTGet did), so with the LIB
+/// in the caller's thread a put to oneself never completed for it.
+TEST_F(Queues, PollsWithTimeoutZeroMakeProgress) {
+  ptl_handle_eq_t eq;
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlEQAlloc(ni_, 16, &eq), PTL_OK);
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  ptl_pt_index_t pt;
+  ASSERT_EQ(PtlPTAlloc(ni_, 0, PTL_EQ_NONE, PTL_PT_ANY, &pt), PTL_OK);
+  std::array<char, 8> dst{}, src{};
+  ptl_me_t m{};
+  m.start = dst.data();
+  m.length = dst.size();
+  m.ct_handle = PTL_CT_NONE;
+  m.uid = PTL_UID_ANY;
+  m.options = PTL_ME_OP_PUT;
+  m.match_id.phys.nid = PTL_NID_ANY;
+  m.match_id.phys.pid = PTL_PID_ANY;
+  ptl_handle_me_t me;
+  ASSERT_EQ(PtlMEAppend(ni_, pt, &m, PTL_PRIORITY_LIST, nullptr, &me), PTL_OK);
+  ptl_md_t d{};
+  d.start = src.data();
+  d.length = src.size();
+  d.options = PTL_MD_EVENT_CT_ACK;
+  d.eq_handle = eq;
+  d.ct_handle = ct;
+  ptl_handle_md_t md;
+  ASSERT_EQ(PtlMDBind(ni_, &d, &md), PTL_OK);
+  ptl_process_t self{};
+  ASSERT_EQ(PtlGetId(ni_, &self), PTL_OK);
+  ASSERT_EQ(PtlPut(md, 0, 8, PTL_ACK_REQ, self, pt, 0, 0, nullptr, 0), PTL_OK);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool acked = false;
+  while (!acked && std::chrono::steady_clock::now() < until) {
+    ptl_event_t ev{};
+    unsigned which = 0;
+    if (PtlEQPoll(&eq, 1, 0, &ev, &which) == PTL_OK) acked = ev.type == PTL_EVENT_ACK;
+  }
+  EXPECT_TRUE(acked) << "PtlEQPoll(timeout 0) never saw the ACK";
+  ASSERT_EQ(PtlPut(md, 0, 8, PTL_ACK_REQ, self, pt, 0, 0, nullptr, 0), PTL_OK);
+  bool counted = false;
+  while (!counted && std::chrono::steady_clock::now() < until + std::chrono::seconds(5)) {
+    ptl_ct_event_t v{};
+    ptl_size_t test = 2;
+    unsigned which = 0;
+    counted = PtlCTPoll(&ct, &test, 1, 0, &v, &which) == PTL_OK;
+  }
+  EXPECT_TRUE(counted) << "PtlCTPoll(timeout 0) never saw the second ACK counted";
+}
+
+/// One thread waits for ever; another's call must get in (before, the
+/// waiter held the core's lock for whole turns and took it back before the
+/// other thread was scheduled, so the other thread's call waited for ever
+/// and the increment the waiter was waiting for never came).
+TEST_F(Queues, AWaitingThreadDoesNotLockOutAnother) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  for (int round = 1; round <= 20; ++round) {
+    auto waiter = std::async(std::launch::async, [ct, round] {
+      ptl_ct_event_t v{};
+      return PtlCTWait(ct, static_cast<ptl_size_t>(round), &v);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(PtlCTInc(ct, ptl_ct_event_t{1, 0}), PTL_OK);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_EQ(waiter.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+        << "round " << round;
+    EXPECT_EQ(waiter.get(), PTL_OK);
+    // Generous: a 1 ms turn of the waiter is fine, seconds are not.
+    EXPECT_LT(took, std::chrono::milliseconds(500)) << "round " << round;
+  }
 }
 
 TEST_F(Queues, AbortEndsBlockedWaits) {
