@@ -549,8 +549,14 @@ Status Core::detach(wire::Upper upper, Client* client) noexcept {
       if (in->upper == upper && in->state == RecvState::deferred)
         (void)(in->rendezvous ? impl.rdv_recv(*in, nullptr, nullptr, 0)
                               : impl.eager_recv(*in, nullptr, nullptr, 0));
+      else if (in->upper == upper)
+        in->cookie = nullptr;  // still landing: it ends without a finalize
       in = next;
     }
+    // Its sends in flight end without a finalize too: a client attached
+    // next would otherwise get cookies naming this one's objects.
+    for (SendMsg* m = g->sends; m; m = m->live_next)
+      if (m->upper == upper) m->cookie = nullptr;
     impl.touch(*g);
   }
   for (std::size_t i = 0; i < impl.completion_count_; ++i) {

@@ -62,7 +62,7 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   // In order only when nothing of this priority waits; control packets go
   // first when queued (they free resources on both sides).
   if (gate.state != GateState::connected || !p.pending.empty() || !gate.ctrl_pending.empty() ||
-      p.credits == 0)
+      p.credits == 0 || gate.reap_due)
     return false;
   Rail* rail = gate.primary_rail();
   if (rail == nullptr || !rail->props.caps.send_buf || rail->fast_busy) return false;

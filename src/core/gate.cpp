@@ -161,6 +161,7 @@ void Core::Impl::rail_failed(Gate& gate, Rail& rail, Status why) noexcept {
   if (rail.dying || rail.state == RailState::dead) return;
   rail.dying = true;
   rail.why = why;
+  gate.reap_due = true;
   polled_stale_ = true;
   touch(gate);
   ++stats_.rails_failed;
@@ -222,6 +223,7 @@ void Core::Impl::reap(Gate& gate) noexcept {
     while (Chunk* c = r.large_recv.pop()) chunk_lost(*static_cast<Incoming*>(c->owner), *c);
   }
   in_progress_reap_ = false;
+  gate.reap_due = false;
   bool alive = false;
   for (const Rail& r : gate.rails) alive |= r.state != RailState::dead;
   if (!alive && gate.state != GateState::failed) return fail_gate(gate, Status::broken);

@@ -133,7 +133,9 @@ void Core::Impl::probe_if_quiet(Gate& gate, std::int64_t now) noexcept {
   // CORE_GAP_LIMIT_MS, which tears the connection down for both sides.
   const std::int64_t period =
       std::max<std::int64_t>(1, std::int64_t{settings_.gap_limit_ms} / 4) * 1'000'000;
-  if (gate.probe_at_ns != 0 && now >= gate.probe_at_ns) {
+  if (gate.probe_at_ns != 0 && now >= gate.probe_at_ns && gate.ctrl_pending.empty()) {
+    // (Control packets still queued are numbered packets in line already: a
+    // peer that takes nothing more must not pile probes up behind them.)
     for (std::uint8_t p = 0; p < wire::priority_count; ++p) {
       if (gate.prio[p].send_seq != gate.probe_seq[p] || gate.prio[p].send_seq == 0) continue;
       if (Ctrl* c = new_ctrl(gate, wire::PacketType::credit, p, {})) {
@@ -151,7 +153,7 @@ void Core::Impl::probe_if_quiet(Gate& gate, std::int64_t now) noexcept {
 void Core::Impl::answer_probe(Gate& gate, std::int64_t now) noexcept {
   // At most once per probe period: two sides answering each other's empty
   // answers would otherwise chatter for ever.
-  if (now < gate.answer_at_ns) return;
+  if (now < gate.answer_at_ns || !gate.ctrl_pending.empty()) return;
   gate.answer_at_ns =
       now + std::max<std::int64_t>(1, std::int64_t{settings_.gap_limit_ms} / 4) * 1'000'000;
   for (std::uint8_t p = 0; p < wire::priority_count; ++p)

@@ -149,7 +149,7 @@ Ctrl* Core::Impl::new_ctrl(Gate& gate, wire::PacketType type, std::uint8_t prior
 }
 
 void Core::Impl::flush(Gate& gate) noexcept {
-  if (gate.state != GateState::connected) return;
+  if (gate.state != GateState::connected || gate.reap_due) return;
   if (!small_work(gate)) return;
   // Control packets first: they free the peer's resources and ours.
   while (Ctrl* c = gate.ctrl_pending.front()) {

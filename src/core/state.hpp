@@ -216,6 +216,10 @@ struct Gate {
   bool acks_waiting = false;
   bool active = true;  ///< the loopback gate starts inactive: no pass visits it until a send
   bool dirty = false;  ///< in Impl::dirty_: the next pass visits it
+  /// A rail failed and its packets in flight are not yet back in the
+  /// queues (reap): nothing new is posted meanwhile, or it would overtake
+  /// them on the new primary and fill the peer's reorder stash.
+  bool reap_due = false;
   // staging slots: deferred and out-of-order packets
   std::size_t slot_bytes = 0;
   std::unique_ptr<std::byte[]> slot_mem;

@@ -5,6 +5,8 @@
 // hangs, and a rail dying next to a live one fails over.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <random>
 
 #include "cluster.hpp"
@@ -118,6 +120,23 @@ TEST(Fault, ReorderedAndDuplicatedSmallPacketsAreDeliveredOnceInOrder) {
       EXPECT_EQ(o.delivered, sizes.size());
     }
   }
+}
+
+/// A peer that stays connected but takes nothing more (every send answers
+/// no_resource): the quiet gate's probe was queued again every period
+/// behind the ones already waiting, without bound, until the process-wide
+/// control pool ran dry and every other peer's rendezvous stalled. A gate
+/// with control packets still queued has its probe in line already.
+TEST(Fault, AWedgedPeerDoesNotPileUpProbes) {
+  config::ScopedSet gap("CORE_GAP_LIMIT_MS", "40");  // a probe period of 10 ms
+  config::ScopedSet p("FAULT_PLAN", "no_resource=1,from=3,track=small");
+  Cluster c(2, "fault:self");
+  ASSERT_EQ(c.status, Status::ok);
+  auto big = pattern(1 << 20, 1);
+  ASSERT_EQ(c.send(0, 1, big, cookie(1)), Status::ok);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) (void)c.cores[0]->progress();
+  EXPECT_LE(c.cores[0]->stats().probes, 4u);
 }
 
 /// A driver that reports a buffer send in progress (the fault driver's

@@ -75,6 +75,27 @@ TEST(Interface, DetachCleansWhatTheClientLeftAndStopsItsCallbacks) {
   EXPECT_EQ(rx.parsed.size(), 2u);
 }
 
+/// A client detached while its own send is still in flight (a rendezvous
+/// waiting for its data to go), then a new client attached in its place:
+/// the old send's finalize went to the new client, with a cookie naming the
+/// old one's (freed) objects. Sends in flight end without a finalize.
+TEST(Interface, ANewClientNeverGetsTheDetachedOnesFinalizes) {
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  auto big = pattern(1 << 20, 2);
+  ASSERT_EQ(c.send(0, 1, big, cookie(1)), Status::ok);
+  for (int i = 0; i < 3; ++i) (void)c.cores[0]->progress();  // the rts is out
+  ASSERT_TRUE(c.clients[0]->finalized.empty());
+  ASSERT_EQ(c.cores[0]->detach(wire::Upper::port, c.clients[0].get()), Status::ok);
+  Recorder again(*c.cores[0]);
+  ASSERT_EQ(c.cores[0]->attach(wire::Upper::port, &again, header_size), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() == 1; }));
+  for (int i = 0; i < 50; ++i) c.progress_all();
+  EXPECT_TRUE(again.finalized.empty()) << "the new client got the old one's finalize";
+  EXPECT_TRUE(c.clients[0]->finalized.empty());
+  EXPECT_EQ(c.cores[0]->pending(), 0u);
+}
+
 // The loopback gate is idle until its first send, though its rail may be up
 // from the start: that first send must still be received (a Portals
 // triggered put to self once was never polled).
