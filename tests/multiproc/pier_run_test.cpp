@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 namespace pier::multiproc {
 namespace {
@@ -151,6 +155,43 @@ TEST(PierRun, AProcessClaimingAnotherRankIsRefused) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
   EXPECT_TRUE(has(o, "probe rank 0: claim of rank 1 refused: a process (pid ")) << o.output;
   EXPECT_TRUE(has(o, "probe rank 1: exchange ok")) << o.output;
+}
+
+/// --tag-output with a stdout nobody reads (a pager that stopped, a pipe
+/// into a stuck program): pier-run wrote the ranks' lines with blocking
+/// writes, so its whole loop stopped and the job's timeout never fired.
+/// The lines now wait in a queue (the ranks wait on their pipes) and the
+/// loop goes on: the timeout ends the job.
+TEST(PierRun, AStdoutNobodyReadsDoesNotStopTheTimeout) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execl(PIER_RUN_PATH, PIER_RUN_PATH, "-n", "1", "--timeout", "2", "--kill-grace", "1",
+            "--tag-output", "/bin/sh", "-c", "yes pier | head -c 20000000; sleep 30",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);  // out[0] stays open and unread
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    (void)::waitpid(pid, &status, 0);
+  }
+  ::close(out[0]);
+  ASSERT_EQ(done, pid) << "pier-run was still running after 20 s";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 124);  // the timeout's code
 }
 
 TEST(PierRun, MissingProgramIsReported) {

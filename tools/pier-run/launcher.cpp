@@ -192,6 +192,8 @@ class Job {
   Clock::time_point job_deadline_ = Clock::time_point::max();
   Clock::time_point kill_deadline_ = Clock::time_point::max();
   Clock::time_point drain_deadline_ = Clock::time_point::max();
+  /// The ranks' tagged lines on their way to our stdout and stderr.
+  std::array<OutputQueue, 2> outputs_{OutputQueue(STDOUT_FILENO), OutputQueue(STDERR_FILENO)};
   bool killed_hard_ = false;
 };
 
@@ -308,7 +310,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
     r.pipes[i] = out[i][0];
     if (r.pipes[i] >= 0) {
       (void)::fcntl(r.pipes[i], F_SETFL, O_NONBLOCK);
-      r.taggers[i] = std::make_unique<LineTagger>(rank, i == 0 ? STDOUT_FILENO : STDERR_FILENO);
+      r.taggers[i] = std::make_unique<LineTagger>(rank, outputs_[i]);
     }
   }
   // The write end closes on exec (success) or carries errno (failure).
@@ -504,22 +506,26 @@ void Job::read_conn(int fd) {
 
 void Job::read_pipe(Rank& rank, int which) {
   std::array<char, 16384> buf;
+  OutputQueue& out = outputs_[static_cast<std::size_t>(which)];
   for (;;) {
+    if (out.full()) return;  // the rest waits in the pipe
     const ::ssize_t n = ::read(rank.pipes[which], buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {
       rank.taggers[which]->finish();
+      (void)out.flush();
       ::close(rank.pipes[which]);
       rank.pipes[which] = -1;
       return;
     }
     rank.taggers[which]->feed(std::span(buf.data(), static_cast<std::size_t>(n)));
+    (void)out.flush();
   }
 }
 
 void Job::loop() {
-  enum class Kind { signal, listen, conn, pipe, abort };
+  enum class Kind { signal, listen, conn, pipe, abort, output };
   struct Source {
     Kind kind;
     int fd;
@@ -545,9 +551,10 @@ void Job::loop() {
     bool pipes_open = false;
     for (auto& r : ranks_)
       for (int fd : r.pipes) pipes_open |= fd >= 0;
+    for (auto& o : outputs_) pipes_open |= !o.empty();
     if (!any_running()) {
       // The ranks are gone; give their output a moment to drain (a
-      // grandchild could hold a pipe open forever).
+      // grandchild could hold a pipe open forever, a reader stop reading).
       if (!pipes_open) return;
       if (drain_deadline_ == Clock::time_point::max())
         drain_deadline_ = now + std::chrono::seconds(1);
@@ -566,10 +573,16 @@ void Job::loop() {
     for (auto& [fd, c] : conns_)
       add(fd, static_cast<short>(POLLIN | (c.pending.empty() ? 0 : POLLOUT)),
           {Kind::conn, fd, 0, 0});
-    for (std::uint32_t i = 0; i < ranks_.size(); ++i)
+    // A full queue stops the reading: the ranks wait on their pipes, and
+    // this loop goes on serving timeouts and signals.
+    const bool backlog = outputs_[0].full() || outputs_[1].full();
+    for (std::uint32_t i = 0; i < ranks_.size() && !backlog; ++i)
       for (int w = 0; w < 2; ++w)
         if (ranks_[i].pipes[w] >= 0)
           add(ranks_[i].pipes[w], POLLIN, {Kind::pipe, ranks_[i].pipes[w], i, w});
+    for (int w = 0; w < 2; ++w)
+      if (!outputs_[w].empty())
+        add(outputs_[w].fd(), POLLOUT, {Kind::output, outputs_[w].fd(), 0, w});
 
     // Wake at least once a second: SIGCHLD is coalesced, reaping is cheap.
     Clock::time_point wake = now + std::chrono::seconds(1);
@@ -594,6 +607,9 @@ void Job::loop() {
           break;
         case Kind::pipe:
           read_pipe(ranks_[s.rank], s.which);
+          break;
+        case Kind::output:
+          (void)outputs_[static_cast<std::size_t>(s.which)].flush();
           break;
         case Kind::abort:
           // The abort ends the job even when the rank then exits 0

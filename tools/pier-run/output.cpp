@@ -1,8 +1,11 @@
 // pier-run: line tagging of the ranks' output.
 #include "output.hpp"
 
+#include <limits.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string_view>
 
@@ -33,16 +36,39 @@ void LineTagger::finish() {
 }
 
 void LineTagger::emit(std::string_view line) {
-  // One write per line keeps lines whole when ranks share the terminal.
-  std::string out = prefix_;
-  out.append(line);
-  std::string_view left = out;
-  while (!left.empty()) {
-    const ::ssize_t n = ::write(fd_, left.data(), left.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our own stdout is gone: nothing useful to do
-    left.remove_prefix(static_cast<std::size_t>(n));
+  // Prefix and line together: they leave in order, never split by another's.
+  out_.push(prefix_);
+  out_.push(line);
+}
+
+bool OutputQueue::flush() noexcept {
+  while (!empty()) {
+    ::pollfd p{fd_, POLLOUT, 0};
+    if (::poll(&p, 1, 0) != 1) return true;
+    if ((p.revents & (POLLERR | POLLNVAL)) != 0) break;
+    // At most PIPE_BUF: a pipe that polls writable takes that much at once.
+    const std::size_t n = std::min<std::size_t>(pending_.size() - sent_, PIPE_BUF);
+    const ::ssize_t w = ::write(fd_, pending_.data() + sent_, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    sent_ += static_cast<std::size_t>(w);
   }
+  if (empty()) {
+    pending_.clear();
+    sent_ = 0;
+    return true;
+  }
+  if (sent_ > 0 && sent_ * 2 > pending_.size()) {
+    pending_.erase(0, sent_);  // amortised: at most half the queue moves
+    sent_ = 0;
+  }
+  ::pollfd p{fd_, POLLOUT, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLNVAL)) != 0) {
+    pending_.clear();  // our own stdout is gone: nothing useful to do
+    sent_ = 0;
+    return false;
+  }
+  return true;
 }
 
 }  // namespace pier::run
