@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
@@ -192,6 +194,32 @@ TEST(PierRun, AStdoutNobodyReadsDoesNotStopTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 124);  // the timeout's code
+}
+
+/// A large -n with a soft descriptor limit below what it needs (each rank
+/// takes a few: PMI socket pair, exchange connection, output pipes): the
+/// job could not start. pier-run raises its soft limit to the hard one.
+TEST(PierRun, ALowSoftDescriptorLimitIsRaised) {
+  rlimit l{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &l), 0);
+  if (l.rlim_max != RLIM_INFINITY && l.rlim_max < 2048)
+    GTEST_SKIP() << "the hard limit (" << l.rlim_max << ") leaves no room to raise";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit low = l;
+    low.rlim_cur = 256;
+    (void)::setrlimit(RLIMIT_NOFILE, &low);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::execl(PIER_RUN_PATH, PIER_RUN_PATH, "-n", "200", "--timeout", "60", "--tag-output",
+            "/bin/true", static_cast<char*>(nullptr));
+    ::_exit(126);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(PierRun, MissingProgramIsReported) {

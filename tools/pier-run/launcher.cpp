@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -133,6 +134,21 @@ bool descends_from(pid_t pid, pid_t ancestor) {
     pid = parent;
   }
   return pid == ancestor;
+}
+
+/// Each rank takes a few descriptors here (PMI socket pair, exchange
+/// connection, output pipes): a large -n passes a soft limit of 1024. The
+/// soft limit goes up to the hard one; the ranks get the limit we had.
+rlimit original_fd_limit{};
+
+void raise_fd_limit() {
+  rlimit l{};
+  if (::getrlimit(RLIMIT_NOFILE, &l) != 0) return;
+  original_fd_limit = l;
+  if (l.rlim_cur < l.rlim_max) {
+    l.rlim_cur = l.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &l);
+  }
 }
 
 struct Conn {
@@ -286,6 +302,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
     pmi_.keep_in_child(rank);
     ::signal(SIGPIPE, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    if (original_fd_limit.rlim_max != 0) (void)::setrlimit(RLIMIT_NOFILE, &original_fd_limit);
     ::execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;
     (void)!::write(exec_err[1], &err, sizeof err);
@@ -327,6 +344,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
 }
 
 int Job::run() {
+  raise_fd_limit();
   if (!block_signals() || !listen_socket() || !pmi_.start()) return exit_cannot_start;
   if (opt_.timeout_s > 0)
     job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
