@@ -99,6 +99,10 @@ struct Msg {
   Pt* pt = nullptr;
   Entry* entry = nullptr;
   Unexpected* uh = nullptr;
+  /// Places held in a flow-controlled index's queue for this message's
+  /// events (Eq::owed), given back when it completes.
+  std::uint32_t eq_held = 0;
+  std::uint32_t eq_held_handle = 0;
   bool unlink_after = false;
   core::Rank source = 0;
   std::uint64_t cookie = 0;  ///< the initiator's, echoed in the answer

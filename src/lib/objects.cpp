@@ -209,6 +209,7 @@ int Lib::eq_poll(const Call& c, Reply& r) noexcept {
     r.event = eq->ring[eq->head];
     eq->head = (eq->head + 1) % eq->ring.size();
     --eq->count;
+    if (r.event.type == PTL_EVENT_PT_DISABLED && eq->disabled_in > 0) --eq->disabled_in;
     r.which = static_cast<unsigned>(i);
     bool dropped = eq->dropped;
     eq->dropped = false;
@@ -220,13 +221,17 @@ int Lib::eq_poll(const Call& c, Reply& r) noexcept {
 void Lib::post(Eq* eq, const ptl_event_t& ev) noexcept {
   if (!eq) return;
   std::size_t cap = eq->ring.size();
-  std::size_t limit = ev.type == PTL_EVENT_PT_DISABLED ? cap : eq->requested;
-  if (eq->count >= limit) {
+  const bool disabled = ev.type == PTL_EVENT_PT_DISABLED;
+  // The user's count is for the other events: PT_DISABLED has slots of its
+  // own past it (one per index), so it never pushes a comm event out.
+  if (eq->count >= cap || (!disabled && eq->count - eq->disabled_in >= eq->requested)) {
     // Circular (R-Q2): the oldest event is lost and the next read says so;
     // but a PT_DISABLED is never lost (R-F6): the oldest other one goes.
     std::size_t k = 0;
     while (k < eq->count && eq->ring[(eq->head + k) % cap].type == PTL_EVENT_PT_DISABLED) ++k;
     if (k == eq->count) k = 0;  // nothing but PT_DISABLED: the oldest goes
+    if (eq->ring[(eq->head + k) % cap].type == PTL_EVENT_PT_DISABLED && eq->disabled_in > 0)
+      --eq->disabled_in;
     for (std::size_t i = k; i > 0; --i)
       eq->ring[(eq->head + i) % cap] = eq->ring[(eq->head + i - 1) % cap];
     eq->head = (eq->head + 1) % cap;
@@ -235,6 +240,7 @@ void Lib::post(Eq* eq, const ptl_event_t& ev) noexcept {
   }
   eq->ring[(eq->head + eq->count) % cap] = ev;
   ++eq->count;
+  if (disabled) ++eq->disabled_in;
   notifier_.bump();
 }
 

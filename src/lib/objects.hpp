@@ -201,6 +201,10 @@ struct Eq {
   std::vector<ptl_event_t> ring;
   std::size_t head = 0, count = 0;
   std::size_t requested = 1;  ///< the user's count; slots past it hold PT_DISABLED
+  /// Events matched messages of flow-controlled indexes will post: flow
+  /// control counts them as taken (a burst matches before any is posted).
+  std::size_t owed = 0;
+  std::size_t disabled_in = 0;  ///< PT_DISABLED events in the ring (they use the extra slots)
   bool dropped = false;
 };
 

@@ -177,7 +177,8 @@ void Lib::disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept 
   if (!pt.enabled) return;
   pt.enabled = false;
   // R-F3: one PT_DISABLED per disable. Messages already matched keep going;
-  // their events were reserved when they matched, so posting now is safe.
+  // their events were reserved when they matched (Eq::owed), so posting
+  // now is safe.
   if (cause && (cause->options & PTL_ME_EVENT_FLOWCTRL_DISABLE)) return;
   ptl_event_t ev{};
   ev.type = PTL_EVENT_PT_DISABLED;
@@ -215,7 +216,7 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     return refuse(a, h, wire::NiFail::pt_disabled);
   }
   bool flow = pt.options & PTL_PT_FLOWCTRL;
-  if (flow && pt.eq && pt.eq->count >= pt.eq->requested) {
+  if (flow && pt.eq && pt.eq->count - pt.eq->disabled_in + pt.eq->owed >= pt.eq->requested) {
     // R-F6: a full queue disables every flow-controlled index feeding it.
     Eq* full = pt.eq;
     for (std::size_t i = 0; i < ni.pts.size(); ++i)
@@ -358,6 +359,12 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
   ++e->pending;
   ++pt.inflight;
   ++ni.inflight;
+  if (flow && pt.eq) {
+    // Its comm event, and an AUTO_UNLINK if it takes the entry away.
+    m->eq_held = m->unlink_after ? 2 : 1;
+    m->eq_held_handle = pt.eq->handle;
+    pt.eq->owed += m->eq_held;
+  }
   ptl_event_t& ev = m->ev;
   ev.type = comm_kind(h.op);
   ev.start = e->buffer.address(offset);
@@ -551,6 +558,11 @@ void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
   Ni& ni = *m->ni;
   m->ev.ni_fail_type = fail;
   bool ok = fail == PTL_NI_OK;
+  if (m->eq_held > 0) {
+    if (Eq* q = ni.eqs->lookup(m->eq_held_handle))
+      q->owed -= std::min<std::size_t>(q->owed, m->eq_held);
+    m->eq_held = 0;
+  }
   bool comm_off = (e->options & PTL_ME_EVENT_COMM_DISABLE) ||
                   (ok && (e->options & PTL_ME_EVENT_SUCCESS_DISABLE));
   if (!comm_off) post(pt.eq, m->ev);  // R-E2

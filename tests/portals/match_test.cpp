@@ -528,6 +528,44 @@ TEST_P(Data, R_F6_FullQueueDisablesFlowControlledIndexes) {
   EXPECT_EQ(put(), PTL_NI_OK);
 }
 
+/// R-F6 under a burst: every put of the burst matched before any of their
+/// events was posted (events come when a message completes), so all saw
+/// room, and the queue overflowed (PTL_EQ_DROPPED, events lost) instead of
+/// disabling the index. A matched message now holds its event's place.
+TEST_P(Data, R_F6_ABurstDisablesTheIndexInsteadOfOverflowingTheQueue) {
+  ptl_handle_eq_t small;
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &small), PTL_OK);
+  ptl_pt_index_t a;
+  ASSERT_EQ(PtlPTAlloc(ni_, PTL_PT_FLOWCTRL, small, PTL_PT_ANY, &a), PTL_OK);
+  std::array<char, 8> dst{}, src{};
+  ptl_me_t m = me(dst.data(), dst.size(), PTL_ME_OP_PUT | PTL_ME_EVENT_LINK_DISABLE);
+  ptl_handle_me_t h;
+  ASSERT_EQ(PtlMEAppend(ni_, a, &m, PTL_PRIORITY_LIST, nullptr, &h), PTL_OK);
+  auto md = bind(src.data(), src.size());
+  constexpr int burst = 8;
+  for (int i = 0; i < burst; ++i)
+    ASSERT_EQ(PtlPut(md, 0, 8, PTL_ACK_REQ, self_, a, 0, 0, nullptr, 0), PTL_OK);
+  int acks = 0, refused = 0;
+  for (int i = 0; i < 64 && acks + refused < burst; ++i) {
+    ptl_event_t ev = next_event(ieq_);
+    if (ev.type != PTL_EVENT_ACK) continue;
+    (ev.ni_fail_type == PTL_NI_OK ? acks : refused)++;
+  }
+  EXPECT_EQ(acks + refused, burst);
+  EXPECT_GT(refused, 0);
+  int puts = 0, disabled = 0;
+  for (;;) {
+    ptl_event_t ev{};
+    const int rc = PtlEQGet(small, &ev);
+    if (rc == PTL_EQ_EMPTY) break;
+    EXPECT_NE(rc, PTL_EQ_DROPPED) << "the queue overflowed";
+    if (ev.type == PTL_EVENT_PUT) ++puts;
+    if (ev.type == PTL_EVENT_PT_DISABLED) ++disabled;
+  }
+  EXPECT_EQ(puts, acks);  // an event for every put that landed
+  EXPECT_EQ(disabled, 1);
+}
+
 TEST_P(Data, BurstOfAckedPutsAllComplete) {
   constexpr int n = 48;
   std::array<char, 8> dst{}, src{};
