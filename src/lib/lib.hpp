@@ -398,6 +398,10 @@ class Lib final : public core::Client, public nal::Lib {
   std::vector<Parked> parked_;  ///< a ring, sized at creation
   std::size_t parked_head_ = 0, parked_count_ = 0;
   bool parked_retry_due_ = false, in_parked_retry_ = false;
+  /// Target messages whose data is written when they complete (atomics,
+  /// puts staged across iovec elements, held puts): while there are some,
+  /// a small put is held too, so writes land in arrival order (R-L4).
+  std::uint32_t late_writes_ = 0;
   std::size_t deferred_head_ = 0, deferred_count_ = 0;
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;

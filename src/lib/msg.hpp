@@ -104,6 +104,8 @@ struct Msg {
   std::uint32_t eq_held = 0;
   std::uint32_t eq_held_handle = 0;
   bool unlink_after = false;
+  bool late_write = false;  ///< counted in Lib::late_writes_ until it completes
+  bool held_put = false;    ///< a contiguous put kept in the bounce slot, written at completion
   core::Rank source = 0;
   std::uint64_t cookie = 0;  ///< the initiator's, echoed in the answer
   /// The target event, every field written at parse time before any use;

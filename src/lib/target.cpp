@@ -420,9 +420,16 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     return true;
   }
   Status s = Status::ok;
+  // R-L4, write after write: a small put behind writes still to be made
+  // (an atomic or a staged put, applied when they complete) is held in the
+  // bounce slot and written at its own completion, in arrival order.
+  m->held_put = h.op == wire::PortalsOp::put && !cross && late_writes_ > 0 &&
+                mlength <= ni.limits.max_waw_ordered_size;
+  m->late_write = atomic || m->held_put || (h.op == wire::PortalsOp::put && cross);
+  if (m->late_write) ++late_writes_;
   if (h.op == wire::PortalsOp::put) {
     m->phase = Phase::target_recv;
-    if (cross)
+    if (cross || m->held_put)
       s = core_.recv(a.handle, m, staged_region(m), staged_offset(m), mlength, a.length);
     else
       s = core_.recv(a.handle, m, seg, local, mlength, a.length);
@@ -439,8 +446,10 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     r.remote_offset = offset;
     r.hdr_data = e->list;
     m->phase = Phase::target_send;
-    if (cross) {
-      // Gather the iovec range into the bounce slot or the staging run.
+    if (cross || mlength <= ni.limits.max_war_ordered_size) {
+      // Gather the iovec range into the bounce slot or the staging run; and
+      // a small get's bytes are taken now (R-L4, write after read): its
+      // answer may wait for room while a later put lands.
       e->buffer.copy_out(offset, mlength, staged(m));
       s = send_answer(a.source, r, m, staged_region(m), staged_offset(m), mlength);
     } else {
@@ -505,7 +514,11 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   if (m->phase == Phase::target_send) return complete_target(m, PTL_NI_OK);
   if (m->op == wire::PortalsOp::put) {
     std::size_t local = 0;
-    if (m->length > 0 && !contiguous(e->buffer, m->offset_used, m->length, &local)) {
+    const core::Region* seg =
+        m->length > 0 ? contiguous(e->buffer, m->offset_used, m->length, &local) : nullptr;
+    if (m->held_put && seg != nullptr) {
+      (void)core_.write(*seg, local, {staged(m), static_cast<std::size_t>(m->length)});
+    } else if (m->length > 0 && seg == nullptr) {
       // Staged iovec data: scatter it into each element in turn through
       // the core's write path.
       for (std::size_t done = 0; done < m->length;) {
@@ -558,6 +571,10 @@ void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
   Ni& ni = *m->ni;
   m->ev.ni_fail_type = fail;
   bool ok = fail == PTL_NI_OK;
+  if (m->late_write) {
+    m->late_write = false;
+    if (late_writes_ > 0) --late_writes_;
+  }
   if (m->eq_held > 0) {
     if (Eq* q = ni.eqs->lookup(m->eq_held_handle))
       q->owed -= std::min<std::size_t>(q->owed, m->eq_held);

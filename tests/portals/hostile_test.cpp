@@ -25,11 +25,24 @@ struct Raw final : core::Client {
   void lib_parse(const core::Arrival& a) noexcept override {
     auto h = wire::PortalsHeader::decode(a.header);
     if (h) answers.push_back(*h);
-    (void)core.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    // With a sink, an answer's data (up to 64 bytes) is kept, one slot each.
+    const std::size_t at = 64 * ((answers.size() - 1) % 16);
+    const std::size_t n = std::min<std::size_t>(a.length, 64);
+    if (sink.handle != 0 && n > 0) {
+      (void)core.recv(a.handle, nullptr, &sink, at, n, a.length);
+      data.emplace_back(sink_bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                        sink_bytes.begin() + static_cast<std::ptrdiff_t>(at + n));
+    } else {
+      (void)core.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+      data.emplace_back();
+    }
   }
   void lib_finalize(void*, Status) noexcept override {}
   core::Core& core;
   std::vector<wire::PortalsHeader> answers;
+  std::vector<std::vector<std::byte>> data;  ///< per answer, with a sink
+  std::array<std::byte, 64 * 16> sink_bytes{};
+  core::Region sink{};
 };
 
 class Hostile : public ::testing::Test {
@@ -88,11 +101,12 @@ class Hostile : public ::testing::Test {
   }
 
   /// Sends `h` from the raw peer with `length` payload bytes.
-  void send(const wire::PortalsHeader& h, std::size_t length) {
+  void send(const wire::PortalsHeader& h, std::size_t length, std::uint8_t priority = 0) {
     std::array<std::byte, wire::PortalsHeader::size> bytes{};
     ASSERT_TRUE(wire::encode(h, bytes));
     core::SendArgs a;
     a.peer = 1;
+    a.priority = priority;
     a.upper = wire::Upper::portals;
     a.header = bytes;
     a.region = &region_;
@@ -256,6 +270,80 @@ TEST_F(Hostile, PartialElementsAndForgedInitiatorsAreRefused) {
 /// A third rank sends puts that want acks and then never progresses again,
 /// so it returns no credits: the LIB's answers to it wait in the core's
 /// queue for that peer. Answers to rank 0 must not wait behind them.
+/// R-L4 write-after-read: a get answered later than it matched (its
+/// answer waits for a credit back from the initiator) sent the bytes as
+/// they were then, a later put's, not those of its turn. A get within
+/// max_war_ordered_size is now answered with a copy taken when it matched.
+class FewCredits : public Hostile {
+ protected:
+  config::ScopedSet credits_{"CORE_CREDITS", "2"};
+};
+
+TEST_F(FewCredits, AGetIsAnsweredWithTheBytesOfItsTurn) {
+  auto sink = cores_[0]->validate(raw_->sink_bytes.data(), raw_->sink_bytes.size());
+  ASSERT_TRUE(sink);
+  raw_->sink = *sink;
+  send(put(8, 1), 8);  // connects the two cores
+  ASSERT_TRUE(answers(1));
+  ASSERT_TRUE(drained());
+  raw_->answers.clear();
+  raw_->data.clear();
+  std::memset(target_.data(), 0x11, 8);
+  std::memset(payload_.data(), 0x22, 8);
+  // Three gets (two low, one high), then a put behind the high one. The
+  // LIB answers on high, with two credits toward the raw peer, whose core
+  // is not progressed: the third answer waits while the put lands.
+  wire::PortalsHeader g;
+  g.op = wire::PortalsOp::get;
+  g.length = 8;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    g.cookie = 100 + i;
+    send(g, 0, i < 2 ? 0 : 1);
+  }
+  send(put(8, 500), 8, 1);
+  for (int i = 0; i < 20; ++i) (void)cores_[0]->progress();  // all out; no answer yet
+  for (int i = 0; i < 2000; ++i) (void)cores_[1]->progress();
+  EXPECT_EQ(target_[0], std::byte{0x22});  // the put landed meanwhile
+  ASSERT_TRUE(answers(4));
+  ASSERT_TRUE(drained());
+  int replies = 0;
+  for (std::size_t i = 0; i < raw_->answers.size(); ++i) {
+    if (raw_->answers[i].op != wire::PortalsOp::reply) continue;
+    ++replies;
+    ASSERT_EQ(raw_->data[i].size(), 8u);
+    EXPECT_EQ(raw_->data[i][0], std::byte{0x11})
+        << "the get of cookie " << raw_->answers[i].cookie << " returned the later put's bytes";
+  }
+  EXPECT_EQ(replies, 3);
+}
+
+/// R-L4 write after write: an atomic, then a put to the same 8 bytes, both
+/// parsed in one pass. The put landed at once (inside lib_parse) and the
+/// atomic, applied when it completed, came after it: X ended V + V, not V.
+TEST_F(Hostile, APutIsNotOvertakenByAnEarlierAtomic) {
+  send(put(8, 1), 8);  // connects the two cores
+  ASSERT_TRUE(answers(1));
+  ASSERT_TRUE(drained());
+  const std::int64_t start = 5, v = 3;
+  std::memcpy(target_.data(), &start, 8);
+  std::memcpy(payload_.data(), &v, 8);
+  wire::PortalsHeader h;
+  h.op = wire::PortalsOp::atomic;
+  h.atomic_op = wire::AtomicOp::sum;
+  h.atomic_type = wire::AtomicType::int64;
+  h.ack_request = wire::AckRequest::ack;
+  h.length = 8;
+  h.cookie = 7;
+  send(h, 8);
+  send(put(8, 8), 8);
+  for (int i = 0; i < 20; ++i) (void)cores_[0]->progress();  // both out before the LIB runs
+  ASSERT_TRUE(answers(3));
+  ASSERT_TRUE(drained());
+  std::int64_t x = 0;
+  std::memcpy(&x, target_.data(), 8);
+  EXPECT_EQ(x, v) << "the atomic was applied after the later put";
+}
+
 class HostileThree : public Hostile {
  protected:
   HostileThree() { ranks_ = 3; }
