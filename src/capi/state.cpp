@@ -227,6 +227,9 @@ void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept
     (void)s.core->wait_turn([&] { return n.epoch() != seen || s.core->pending() != 0; }, deadline,
                             turn_ns);
   s.core->leave_critical();
+  // Others asked for the lock during our turn: let them take it before our
+  // next turn does (a mutex hands it to whoever comes first, often us).
+  for (int i = 0; i < 1000 && s.core->contended(); ++i) std::this_thread::yield();
 }
 
 void poll() noexcept {

@@ -714,7 +714,16 @@ void Core::sleep_briefly(base::Deadline deadline) noexcept {
   impl_->sleep_briefly(deadline);
 }
 void Core::enter_critical() noexcept {
+  if (impl_->critical_.try_lock()) return;
+  // A thread waiting in its turn holds the lock for up to a turn, then
+  // could take it again before we are even scheduled: say we wait.
+  impl_->contenders_.fetch_add(1, std::memory_order_seq_cst);
+  impl_->wake();
   impl_->critical_.lock();
+  impl_->contenders_.fetch_sub(1, std::memory_order_seq_cst);
+}
+bool Core::contended() const noexcept {
+  return impl_->contenders_.load(std::memory_order_relaxed) != 0;
 }
 void Core::leave_critical() noexcept {
   impl_->critical_.unlock();

@@ -231,6 +231,8 @@ class Core {
   /// takes around each progress() call.
   void enter_critical() noexcept;
   void leave_critical() noexcept;
+  /// Another thread waits in enter_critical(): a long holder should let go.
+  bool contended() const noexcept;
 
   /// Id mapping.
   Result<NodePid> node_of(Rank rank) const;
@@ -268,6 +270,7 @@ class Core {
     while (!done()) {
       if (Status s = progress(); s != Status::ok) return s;
       if (done()) break;
+      if (slice_ns > 0 && contended()) return Status::timeout;  // a turn: let them in
       if (spin_ns != 0 && (passes++ % 16) != 0) continue;
       const std::int64_t now = base::now_ns();
       if (spin_until == 0) {

@@ -224,6 +224,9 @@ class Core::Impl {
   bool quiet_arrival_ = false;
   Stats stats_;
   std::mutex critical_;
+  /// Threads waiting in enter_critical(): a waiter's turn ends early for
+  /// them, and the waiter lets them in before taking the lock again.
+  std::atomic<int> contenders_{0};
   /// Peers whose gate failed, told to the clients after the finalizes.
   std::vector<Rank> failed_peers_;  ///< capacity reserved at connect()
   /// wake(): set by any thread; the driving thread's sleep checks it, and

@@ -53,6 +53,7 @@ namespace {
 std::mutex init_mutex;
 std::unique_ptr<Node> the_node;
 int init_count = 0;
+int open_ports = 0;  ///< C handles not yet closed (they keep the node)
 
 Port::Impl& impl_of(pier_port_t* p) {
   return reinterpret_cast<Port*>(p)->impl();
@@ -63,6 +64,12 @@ Port& port_of(pier_port_t* p) {
 
 Priority prio(unsigned p) {
   return static_cast<Priority>(p > 1 ? 2 : p);
+}
+
+/// A C priority as the core's byte: anything but 0 or 1 becomes a value the
+/// port refuses (a plain cast let 256 pass as low and 257 as high).
+std::uint8_t wire_priority(unsigned p) {
+  return static_cast<std::uint8_t>(p > 1 ? 0xff : p);
 }
 
 pier_port_status_t copy_name(const std::string& name, char* out, size_t len) {
@@ -82,8 +89,8 @@ extern "C" {
 
 pier_port_status_t pier_port_init(void) {
   std::lock_guard lock(init_mutex);
-  if (init_count > 0) {
-    ++init_count;
+  if (init_count > 0 || the_node) {
+    ++init_count;  // (a node its open ports kept after finalize serves again)
     return PIER_PORT_SUCCESS;
   }
   try {
@@ -99,16 +106,23 @@ pier_port_status_t pier_port_init(void) {
 
 void pier_port_finalize(void) {
   std::lock_guard lock(init_mutex);
-  if (init_count > 0 && --init_count == 0) the_node.reset();
+  // Ports still open keep the node: their handles stay valid, and the last
+  // pier_port_close() lets it go (it was freed under them).
+  if (init_count > 0 && --init_count == 0 && open_ports == 0) the_node.reset();
 }
 
 pier_port_status_t pier_port_open(pier_port_t** port, unsigned port_id) {
   if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
-  if (!the_node) return PIER_PORT_NOT_INITIALIZED;
+  {
+    std::lock_guard lock(init_mutex);
+    if (!the_node || init_count == 0) return PIER_PORT_NOT_INITIALIZED;
+  }
   try {
     auto p = the_node->open(port_id);
     if (!p) return to_c_status(p.status());
     *port = reinterpret_cast<pier_port_t*>(p->release());
+    std::lock_guard lock(init_mutex);
+    ++open_ports;
   } catch (...) {
     return PIER_PORT_OUT_OF_MEMORY;
   }
@@ -116,7 +130,10 @@ pier_port_status_t pier_port_open(pier_port_t** port, unsigned port_id) {
 }
 
 void pier_port_close(pier_port_t* port) {
+  if (port == nullptr) return;
   delete reinterpret_cast<Port*>(port);
+  std::lock_guard lock(init_mutex);
+  if (open_ports > 0 && --open_ports == 0 && init_count == 0) the_node.reset();
 }
 
 unsigned pier_port_num_ports(void) {
@@ -248,10 +265,9 @@ pier_port_status_t pier_port_send_with_callback(pier_port_t* port, const void* m
                                                 unsigned size, uint64_t len, unsigned priority,
                                                 unsigned target_node_id, unsigned target_port_id,
                                                 pier_port_callback_t callback, void* context) {
-  return to_c_status(
-      impl_of(port).start(OpKind::send, Completion{nullptr, callback, context},
-                          static_cast<std::uint8_t>(priority), target_node_id, target_port_id,
-                          static_cast<std::byte*>(const_cast<void*>(message)), 0, len, size));
+  return to_c_status(impl_of(port).start(
+      OpKind::send, Completion{nullptr, callback, context}, wire_priority(priority), target_node_id,
+      target_port_id, static_cast<std::byte*>(const_cast<void*>(message)), 0, len, size));
 }
 
 pier_port_status_t pier_port_send_to_peer_with_callback(pier_port_t* port, const void* message,
@@ -267,35 +283,34 @@ pier_port_status_t pier_port_put(pier_port_t* port, const void* local, uint64_t 
                                  uint64_t len, unsigned priority, unsigned target_node_id,
                                  unsigned target_port_id, pier_port_callback_t callback,
                                  void* context) {
-  return to_c_status(
-      impl_of(port).start(OpKind::put, Completion{nullptr, callback, context},
-                          static_cast<std::uint8_t>(priority), target_node_id, target_port_id,
-                          static_cast<std::byte*>(const_cast<void*>(local)), remote, len, 0));
+  return to_c_status(impl_of(port).start(
+      OpKind::put, Completion{nullptr, callback, context}, wire_priority(priority), target_node_id,
+      target_port_id, static_cast<std::byte*>(const_cast<void*>(local)), remote, len, 0));
 }
 
 pier_port_status_t pier_port_get(pier_port_t* port, uint64_t remote, void* local, uint64_t len,
                                  unsigned priority, unsigned target_node_id,
                                  unsigned target_port_id, pier_port_callback_t callback,
                                  void* context) {
-  return to_c_status(impl_of(port).start(
-      OpKind::get, Completion{nullptr, callback, context}, static_cast<std::uint8_t>(priority),
-      target_node_id, target_port_id, static_cast<std::byte*>(local), remote, len, 0));
+  return to_c_status(impl_of(port).start(OpKind::get, Completion{nullptr, callback, context},
+                                         wire_priority(priority), target_node_id, target_port_id,
+                                         static_cast<std::byte*>(local), remote, len, 0));
 }
 
 pier_port_status_t pier_port_resume_sending(pier_port_t* port, unsigned priority,
                                             unsigned target_node_id, unsigned target_port_id,
                                             pier_port_callback_t callback, void* context) {
   return to_c_status(impl_of(port).resume_or_drop(false, Completion{nullptr, callback, context},
-                                                  static_cast<std::uint8_t>(priority),
-                                                  target_node_id, target_port_id));
+                                                  wire_priority(priority), target_node_id,
+                                                  target_port_id));
 }
 
 pier_port_status_t pier_port_drop_sends(pier_port_t* port, unsigned priority,
                                         unsigned target_node_id, unsigned target_port_id,
                                         pier_port_callback_t callback, void* context) {
   return to_c_status(impl_of(port).resume_or_drop(true, Completion{nullptr, callback, context},
-                                                  static_cast<std::uint8_t>(priority),
-                                                  target_node_id, target_port_id));
+                                                  wire_priority(priority), target_node_id,
+                                                  target_port_id));
 }
 
 pier_port_status_t pier_port_provide_receive_buffer_with_tag(pier_port_t* port, void* ptr,

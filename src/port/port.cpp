@@ -204,6 +204,11 @@ Slot* Port::Impl::next_ready(Ring** from) noexcept {
   for (Ring& r : rings) {
     Slot* h = r.head();
     while (h && h->flushed) {  // a canceled alarm's event: ready, never handed out
+      // Its record was kept until now: each alarm record stands for at
+      // most one slot, which is what bounds the ring.
+      if (AlarmRec* rec =
+              alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(h->event.internal_)))
+        alarms.release(rec);
       --ready_events;
       r.pop();
       h = r.head();
@@ -276,7 +281,10 @@ void Port::Impl::unknown(const Event& e) noexcept {
       if (rec == nullptr) return;  // canceled after its event was taken
       const AlarmCallback cb = rec->callback;
       void* ctx = rec->context;
-      if (rec->user) rec->user->opaque_[1] = 0;
+      // Only if the client's alarm still names this record: it may have
+      // been set again since (a new record), and must stay cancelable.
+      if (rec->user && rec->user->opaque_[0] == static_cast<std::uint64_t>(h))
+        rec->user->opaque_[1] = 0;
       alarms.release(rec);
       if (cb) cb(ctx);
       return;
@@ -313,7 +321,13 @@ void Port::Impl::cancel_alarm(Alarm& a) noexcept {
   AlarmRec* rec = alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(a.opaque_[0]));
   if (rec == nullptr || rec->user != &a) return;
   if (rec->queued) {
-    rec->queued->flushed = true;  // its event is skipped: the alarm never fires
+    // Its event is skipped (the alarm never fires); the record goes when
+    // the slot leaves the ring (next_ready), so the ring cannot outgrow
+    // the alarm pool that sizes it.
+    rec->queued->flushed = true;
+    rec->callback = nullptr;
+    rec->user = nullptr;
+    return;
   } else {
     for (auto& x : armed)
       if (x == rec) {

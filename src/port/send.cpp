@@ -35,7 +35,24 @@ Connection* Port::Impl::find_connection(std::uint8_t priority, std::uint32_t nod
     return last_conn = conns.lookup(static_cast<base::Pool<Connection>::Handle>(h));
   if (!create) return nullptr;
   Connection* c = conns.acquire();
-  if (c == nullptr) return nullptr;
+  if (c == nullptr) {
+    // Idle connections stay (the next send to that target usually comes);
+    // when the pool runs dry they make room. Before, a port that had
+    // talked to PORT_CONNECTIONS targets could never send to a new one.
+    for (std::size_t i = live_conns.size(); i-- > 0;) {
+      Connection* idle = live_conns[i];
+      if (idle->failures != 0 || idle->on_retry || !idle->in_flight.empty() ||
+          !idle->parked.empty() || !idle->queued.empty())
+        continue;
+      conn_index.erase(idle->key);
+      if (last_conn == idle) last_conn = nullptr;
+      live_conns[i] = live_conns.back();
+      live_conns.pop_back();
+      conns.release(idle);
+    }
+    c = conns.acquire();
+    if (c == nullptr) return nullptr;
+  }
   c->key = key;
   c->node = node_id;
   c->port = port;

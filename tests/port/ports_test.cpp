@@ -319,6 +319,64 @@ TEST(Ports, AClosedPortsAckIsNotOvertakenByTheNackForItsNumber) {
   }
 }
 
+/// A port that has talked to PORT_CONNECTIONS targets sends to a new one:
+/// idle connections make room (before, every send to a new target failed
+/// no_resource for ever, reported to C as NO_TOKEN while tokens were held).
+TEST(Ports, IdleConnectionsMakeRoomForNewTargets) {
+  config::ScopedSet conns("PORT_CONNECTIONS", "2");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  std::vector<std::unique_ptr<Driver>> targets;
+  std::vector<std::vector<std::byte>> bufs;
+  for (unsigned t = 0; t < 4; ++t) {
+    targets.push_back(std::make_unique<Driver>(*w.nodes[1], 2 + t));
+    bufs.push_back(buffer_for(4));
+    ASSERT_EQ(targets.back()->provide(bufs.back().data(), 4, Priority::low), Status::ok);
+  }
+  auto m = pattern(8, 1);
+  for (unsigned t = 0; t < 4; ++t) {
+    ASSERT_EQ(a.send(m.data(), m.size(), Priority::low, 1, 2 + t, t + 1), Status::ok)
+        << "target " << t;
+    ASSERT_TRUE(
+        run_until({&a, targets[0].get(), targets[1].get(), targets[2].get(), targets[3].get()},
+                  [&] { return a.completions.size() == t + 1; }));
+    EXPECT_EQ(a.completions[t].status, Status::ok);
+  }
+}
+
+/// An alarm set again (which cancels it) after its event was queued, many
+/// times while another port of the node polls: each cancel released the
+/// alarm's record but left its slot in the event ring, so the ring (sized
+/// by sends plus alarms) overflowed, and a later SENT event was lost with
+/// its send token. A canceled alarm's record now lives until its slot goes.
+TEST(Ports, CanceledAlarmsNeverCrowdOutASentEvent) {
+  config::ScopedSet tokens("PORT_SEND_TOKENS", "4");
+  config::ScopedSet alarms("PORT_ALARMS", "4");  // a ring of 8 slots
+  World w(1, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  Driver b(*w.nodes[0], 2);
+  Alarm al{};
+  for (int i = 0; i < 40; ++i) {
+    (void)a.port->set_alarm(al, 0, nullptr, nullptr);      // refused once the pool is out
+    for (int k = 0; k < 20; ++k) (void)b.port->receive();  // polls the node: a's alarm fires
+  }
+  a.port->cancel_alarm(al);
+  std::vector<std::byte> buf = buffer_for(4);
+  ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+  auto m = pattern(8, 1);
+  ASSERT_EQ(a.send(m.data(), m.size(), Priority::low, 0, 2, 1), Status::ok);
+  // Only b polls until the send is answered: its SENT event is queued at a
+  // while a's ring still holds every canceled alarm's slot.
+  for (int k = 0; k < 200; ++k) b.step();
+  ASSERT_EQ(b.received.size(), 1u);
+  ASSERT_TRUE(run_until(
+      {&a, &b}, [&] { return a.completions.size() == 1; }, 5000));
+  EXPECT_EQ(a.completions[0].status, Status::ok);
+  EXPECT_EQ(a.port->send_tokens_held(), a.port->send_tokens());
+}
+
 /// A port closed while its ops wait at the target, before any failure was
 /// reported: closing drops them there too (before, the target's later
 /// timeout suspended the stream and the ops behind stayed held for ever,
