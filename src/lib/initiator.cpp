@@ -124,7 +124,10 @@ void Lib::finalize(void* cookie, Status status) noexcept {
   if (!m->initiator) return finish_target(m, status);
   if (bits & 1) {
     m->answered = true;
-    if (status != Status::ok) m->answer_fail = PTL_NI_UNDELIVERABLE;
+    if (status != Status::ok) {
+      m->answer_fail = PTL_NI_UNDELIVERABLE;
+      m->answer_mlength = 0;  // R-E8: the data did not land
+    }
     if (m->sent) deliver_answer(m);
     return;
   }
@@ -350,6 +353,9 @@ void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noe
   m->answer_offset = h.remote_offset;
   m->answer_list = h.hdr_data == PTL_OVERFLOW_LIST ? PTL_OVERFLOW_LIST : PTL_PRIORITY_LIST;
   m->answer_mlength = m->answer_fail == PTL_NI_OK ? std::min<ptl_size_t>(h.mlength, m->length) : 0;
+  // R-E8: a reply reports what it carried, whatever its header claims.
+  if (h.op == wire::PortalsOp::reply)
+    m->answer_mlength = std::min<ptl_size_t>(m->answer_mlength, a.length);
   if (h.op == wire::PortalsOp::reply && m->answer_mlength > 0 && a.length > 0) {
     Buffer& b = m->get_md->buffer;
     std::size_t n = std::min<std::size_t>(m->answer_mlength, a.length);
@@ -369,6 +375,7 @@ void Lib::parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noe
       m->phase = Phase::init_send;
       m->answered = true;
       m->answer_fail = PTL_NI_UNDELIVERABLE;
+      m->answer_mlength = 0;
       if (m->sent) deliver_answer(m);
     }
     return;

@@ -613,6 +613,52 @@ TEST_F(Hostile, ForgedAnswersToLiveOperationsNeverCrash) {
   EXPECT_EQ(cores_[1]->gate_status(0), Status::ok);
 }
 
+/// R-E8: a reply that says 8 bytes but carries none wrote nothing, yet the
+/// REPLY event reported 8 bytes delivered. What landed is what is reported.
+TEST_F(Hostile, AReplyReportsOnlyTheBytesItCarried) {
+  Call c;
+  c.handle = ni_;
+  c.size = 16;
+  Reply eq = lib_->call(Op::eq_alloc, c);
+  ASSERT_EQ(eq.rc, PTL_OK);
+  std::array<std::byte, 8> local{};
+  c = Call{};
+  c.handle = ni_;
+  c.md.start = local.data();
+  c.md.length = local.size();
+  c.md.eq_handle = eq.handle;
+  c.md.ct_handle = PTL_CT_NONE;
+  Reply md = lib_->call(Op::md_bind, c);
+  ASSERT_EQ(md.rc, PTL_OK);
+  Move m;
+  m.md = md.handle;
+  m.get_md = md.handle;
+  m.target.rank = 0;
+  m.length = 8;
+  m.op = wire::PortalsOp::get;
+  c = Call{};
+  c.move = m;
+  ASSERT_EQ(lib_->call(Op::move, c).rc, PTL_OK);
+  ASSERT_TRUE(answers(1));
+  wire::PortalsHeader a;
+  a.op = wire::PortalsOp::reply;
+  a.length = 8;
+  a.mlength = 8;
+  a.cookie = raw_->answers[0].cookie;
+  std::array<std::byte, wire::PortalsHeader::size> bytes{};
+  ASSERT_TRUE(wire::encode(a, bytes));
+  ASSERT_TRUE(send_raw(bytes, 0));  // no data
+  ASSERT_TRUE(drained());
+  Call poll;
+  const ptl_handle_eq_t eqs[] = {eq.handle};
+  poll.ptr = eqs;
+  poll.size = 1;
+  Reply ev = lib_->call(Op::eq_poll, poll);
+  ASSERT_EQ(ev.rc, PTL_OK);
+  EXPECT_EQ(ev.event.type, PTL_EVENT_REPLY);
+  EXPECT_EQ(ev.event.mlength, 0u) << "bytes reported that never came";
+}
+
 /// Headers whose data is still landing: the raw peer's rendezvous puts get
 /// their ready-to-receive, but the raw core is not progressed, so their data
 /// does not come until the test lets it. An append or search that takes such
