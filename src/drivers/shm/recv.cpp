@@ -262,6 +262,16 @@ Status ShmInstance::recv_cancel(driver::Packet& pkt) {
     std::uint64_t expected = token_;
     if (!rx_.ctl_word(ctl_rdv_accept)
              .compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+      // Only the sender's claim of this very receive may stand there; any
+      // other value is a peer out of protocol, and waiting for a done
+      // record it will never write would wait for ever.
+      const std::uint64_t claimed = token_ | rdv_claimed;
+      if ((expected & ~(rdv_split_ok | rdv_split_failed)) != claimed) {
+        PIER_LOG(warn, "shm", "peer pid {} wrote {:#x} over a receive's rendezvous word",
+                 remote_.pid, expected);
+        fail(Status::broken);
+        return Status::broken;
+      }
       // The sender claimed the buffer and is writing into it: the only safe
       // answer is the receive's real end, which its done record (or the
       // peer's death, seen on the socket) brings.

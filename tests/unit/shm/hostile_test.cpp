@@ -139,6 +139,37 @@ TEST(ShmHostile, ADoneRecordForAReceiveWithoutTokenOrTooLongBreaksTheInstance) {
   }
 }
 
+/// A peer that writes anything but its claim over a posted receive's
+/// rendezvous word: canceling that receive waited for a done record that
+/// could never come, for ever. It now ends broken at once.
+TEST(ShmHostile, GarbageInTheRendezvousWordEndsACancel) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::large);
+  ASSERT_EQ(connect_to_fake(*inst, Track::large, fake, real), Status::ok);
+  std::vector<std::byte> buf(1 << 20);
+  ::iovec iov{buf.data(), buf.size()};
+  Packet r;
+  r.set_iovec(&iov, 1);
+  ASSERT_EQ(inst->recv_post(r), Status::in_progress);
+  word(fake.seg.map.data() + ctl_offset[0] + ctl_rdv_accept)
+      .store(0x1234, std::memory_order_release);
+  // In a child: before, the cancel never returned.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(inst->recv_cancel(r) == Status::broken ? 0 : 1);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 300 && (done = ::waitpid(child, &status, WNOHANG)) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done == 0) {
+    ::kill(child, SIGKILL);
+    (void)::waitpid(child, &status, 0);
+  }
+  ASSERT_EQ(done, child) << "recv_cancel still waiting after 3 s";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 TEST(ShmHostile, FragmentsOrRendezvousRecordsOnASmallTrackBreakTheInstance) {
   // A small track carries whole packets; a receive there would otherwise
   // wait for ever for a posted receive that never comes.
