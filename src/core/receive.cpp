@@ -91,7 +91,7 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
     if (slot < 0) return Status::malformed;
     std::memcpy(gate.slot(slot), bytes.data(), bytes.size());
     if (p.stash.empty()) p.stash_since_ns = base::now_ns();
-    p.stash.push_back({h.sequence, slot, bytes.size()});
+    p.stash.push_back({h.sequence, slot, bytes.size(), h});
     ++stats_.reordered;
     return Status::ok;
   }
@@ -107,12 +107,7 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
       p.stash[i] = p.stash.back();
       p.stash.pop_back();
       const std::span<const std::byte> held(gate.slot(st.slot), st.len);
-      auto hh = wire::FrameHeader::decode(held);
-      if (!hh) {
-        gate.give_slot(st.slot);
-        return Status::malformed;
-      }
-      s = on_ordered(gate, *hh, held.subspan(wire::FrameHeader::size), st.slot);
+      s = on_ordered(gate, st.frame, held.subspan(wire::FrameHeader::size), st.slot);
       if (s != Status::ok) return s;
       found = true;
       break;

@@ -177,6 +177,10 @@ struct Stashed {
   std::uint32_t sequence = 0;
   int slot = -1;
   std::size_t len = 0;
+  /// The frame as validated on arrival: the copy in the slot was read from
+  /// the driver's buffer a second time (shared memory a peer may rewrite in
+  /// between), so it is never decoded again.
+  wire::FrameHeader frame{};
 };
 
 struct Priority {
