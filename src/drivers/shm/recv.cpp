@@ -93,7 +93,10 @@ Status ShmInstance::complete_recv(Status st) noexcept {
 }
 
 Status ShmInstance::progress_recv() noexcept {
-  while (posted_ != nullptr || discard_frag_) {
+  // At most a ring's worth per call: a peer streaming fragments must not
+  // keep this call from returning.
+  std::uint64_t taken = 0;
+  while ((posted_ != nullptr || discard_frag_) && taken < rx_.lines()) {
     Record r;
     const int got = rx_.peek(r);
     if (got < 0) {
@@ -105,6 +108,7 @@ Status ShmInstance::progress_recv() noexcept {
     switch (r.kind) {
       case Kind::skip:
         consume(r.lines);
+        taken += r.lines;
         continue;
       case Kind::packet: {
         if (in_frag_ || discard_frag_) break;
@@ -119,6 +123,7 @@ Status ShmInstance::progress_recv() noexcept {
         const bool last = (r.flags & flag_last) != 0;
         if (discard_frag_) {
           consume(r.lines);
+          taken += r.lines;
           if (last) discard_frag_ = in_frag_ = false;
           continue;
         }
@@ -129,6 +134,7 @@ Status ShmInstance::progress_recv() noexcept {
         recv_off_ += n;
         in_frag_ = !last;
         consume(r.lines);
+        taken += r.lines;
         if (last) {
           posted_->length = recv_off_;
           return complete_recv(recv_trunc_ ? Status::truncated : Status::ok);
@@ -195,7 +201,8 @@ Status ShmInstance::recv_poll(driver::Packet& pkt) {
     const Status st = usable();
     if (st != Status::ok) return st;
   }
-  for (;;) {
+  for (std::uint64_t taken = 0;;) {
+    if (taken >= rx_.lines()) return Status::in_progress;  // a ring's worth per call
     Record r;
     const int got = rx_.peek(r);
     if (got < 0) {
@@ -210,6 +217,7 @@ Status ShmInstance::recv_poll(driver::Packet& pkt) {
     if (r.kind == Kind::skip || (r.kind == Kind::frag && discard_frag_)) {
       if (r.kind == Kind::frag && (r.flags & flag_last) != 0) discard_frag_ = in_frag_ = false;
       consume(r.lines);
+      taken += r.lines;
       continue;
     }
     if (r.kind != Kind::packet) {

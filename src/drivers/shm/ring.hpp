@@ -264,6 +264,7 @@ class RingReader {
   /// 1 with `r` filled when a record is there, 0 when none, -1 when the
   /// writer published a record that cannot be (the peer is then broken).
   int peek(Record& r) const noexcept { return peek_at(head_, r); }
+  std::uint64_t lines() const noexcept { return v_.lines; }
 
   /// As peek(), for the record that starts `pos` lines into the stream.
   int peek_at(std::uint64_t pos, Record& r) const noexcept {
@@ -276,6 +277,12 @@ class RingReader {
     if (r.lines > v_.lines - (pos & (v_.lines - 1))) return -1;
     if (kind < static_cast<std::uint8_t>(Kind::packet) ||
         kind > static_cast<std::uint8_t>(Kind::rdv_split))
+      return -1;
+    // A writer skips only to wrap: to the ring's end, exactly. A stream of
+    // short skips would keep a reader consuming for as long as the peer
+    // writes them.
+    if (kind == static_cast<std::uint8_t>(Kind::skip) &&
+        r.lines != v_.lines - (pos & (v_.lines - 1)))
       return -1;
     r.payload = h + record_header;
     r.len = len;

@@ -170,6 +170,24 @@ TEST(ShmHostile, GarbageInTheRendezvousWordEndsACancel) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/// A skip record that does not run to the ring's end (a writer skips only to
+/// wrap): a peer writing short skips one after another kept the reader
+/// consuming for as long as it wrote them. It now breaks the instance.
+TEST(ShmHostile, AShortSkipBreaksTheInstance) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::small);
+  ASSERT_EQ(connect_to_fake(*inst, Track::small, fake, real), Status::ok);
+  fake.write_record(0, 0, static_cast<std::uint8_t>(Kind::skip));  // one line, not to the end
+  const std::uint64_t payload = 42;
+  fake.write_record(1, sizeof payload, static_cast<std::uint8_t>(Kind::packet), &payload,
+                    sizeof payload);
+  Packet r;
+  Status st = Status::in_progress;
+  for (int i = 0; i < 100 && st == Status::in_progress; ++i) st = inst->recv_poll(r);
+  EXPECT_EQ(st, Status::broken);
+}
+
 TEST(ShmHostile, FragmentsOrRendezvousRecordsOnASmallTrackBreakTheInstance) {
   // A small track carries whole packets; a receive there would otherwise
   // wait for ever for a posted receive that never comes.
