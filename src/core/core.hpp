@@ -270,7 +270,6 @@ class Core {
     while (!done()) {
       if (Status s = progress(); s != Status::ok) return s;
       if (done()) break;
-      if (slice_ns > 0 && contended()) return Status::timeout;  // a turn: let them in
       if (spin_ns != 0 && (passes++ % 16) != 0) continue;
       const std::int64_t now = base::now_ns();
       if (spin_until == 0) {

@@ -224,6 +224,7 @@ void Core::Impl::reap(Gate& gate) noexcept {
   }
   in_progress_reap_ = false;
   gate.reap_due = false;
+  for (const Rail& r : gate.rails) gate.reap_due |= r.dying;  // one failed during the reap
   bool alive = false;
   for (const Rail& r : gate.rails) alive |= r.state != RailState::dead;
   if (!alive && gate.state != GateState::failed) return fail_gate(gate, Status::broken);

@@ -361,9 +361,11 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
   ++ni.inflight;
   if (flow && pt.eq) {
     // Its comm event, and an AUTO_UNLINK if it takes the entry away.
-    m->eq_held = m->unlink_after ? 2 : 1;
+    const bool comm = !(e->options & PTL_ME_EVENT_COMM_DISABLE);
+    const bool unlink = m->unlink_after && !(e->options & PTL_ME_EVENT_UNLINK_DISABLE);
+    m->eq_held = (comm ? 1u : 0u) + (unlink ? 1u : 0u);
     m->eq_held_handle = pt.eq->handle;
-    pt.eq->owed += m->eq_held;
+    pt.eq->owed += m->eq_held;  // (0: nothing to hold)
   }
   ptl_event_t& ev = m->ev;
   ev.type = comm_kind(h.op);

@@ -445,15 +445,16 @@ class Node::Impl final : public core::Client {
   };
   Status post_closed_nack(const ClosedNack& n) noexcept;
   void retry_closed_nacks() noexcept;
-  /// Answers from port number `id` leave oldest incarnation first (a
-  /// sender matches them to its ops in order): whether answers older than
-  /// `who`'s still wait, in a closed incarnation's queue (before `who` when
-  /// it is closed too) or, unless `who` is null, in the closed-port nacks.
-  bool older_answers_wait(unsigned id, const Port::Impl* who) const noexcept {
+  /// Answers from port number `id` to node `to` leave oldest incarnation
+  /// first (a sender matches them to its ops in order): whether answers
+  /// older than `who`'s still wait for that node, in a closed incarnation's
+  /// queue (before `who` when it is closed too) or, unless `who` is null,
+  /// in the closed-port nacks. Other nodes' answers are not held up.
+  bool older_answers_wait(unsigned id, std::uint32_t to, const Port::Impl* who) const noexcept {
     if (zombies.empty() && closed_nacks_count == 0) return false;
-    return older_answers_wait_slow(id, who);
+    return older_answers_wait_slow(id, to, who);
   }
-  bool older_answers_wait_slow(unsigned id, const Port::Impl* who) const noexcept;
+  bool older_answers_wait_slow(unsigned id, std::uint32_t to, const Port::Impl* who) const noexcept;
   /// Retries the closed ports' queued answers, oldest first.
   void retry_zombies() noexcept;
   static constexpr std::size_t closed_nacks_capacity = 256;

@@ -79,16 +79,21 @@ void Node::Impl::reap() noexcept {
   std::erase_if(zombies, [](const auto& z) { return z->pinned == 0 && z->reply_retry.empty(); });
 }
 
-bool Node::Impl::older_answers_wait_slow(unsigned id, const Port::Impl* who) const noexcept {
+bool Node::Impl::older_answers_wait_slow(unsigned id, std::uint32_t to,
+                                         const Port::Impl* who) const noexcept {
   for (const auto& z : zombies) {
     if (z.get() == who) return false;  // the ones after it are younger
-    if (z->id == id && !z->reply_retry.empty()) return true;
+    if (z->id != id) continue;
+    for (const Reply* r = z->reply_retry.head; r; r = r->next)
+      if (r->node == to) return true;
   }
   if (who == nullptr || who->closed) return false;
   // An open port's answers also come after the nacks sent for its number
   // while no port had it.
-  for (std::size_t i = 0; i < closed_nacks_count; ++i)
-    if (closed_nacks[(closed_nacks_first + i) % closed_nacks.size()].closed_port == id) return true;
+  for (std::size_t i = 0; i < closed_nacks_count; ++i) {
+    const ClosedNack& n = closed_nacks[(closed_nacks_first + i) % closed_nacks.size()];
+    if (n.closed_port == id && n.node == to) return true;
+  }
   return false;
 }
 
@@ -167,7 +172,7 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
   const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch};
   // Answers leave in order: once one waits for core room, the rest queue;
   // and behind what a closed incarnation of that number still owes.
-  if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, nullptr)) {
+  if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, a.source, nullptr)) {
     const Status st = post_closed_nack(n);
     if (st != Status::no_resource) return;  // sent, or the gate failed: the sender learns that
   }
@@ -183,7 +188,7 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
 void Node::Impl::retry_closed_nacks() noexcept {
   while (closed_nacks_count > 0) {
     const ClosedNack& n = closed_nacks[closed_nacks_first];
-    if (older_answers_wait(n.closed_port, nullptr)) return;
+    if (older_answers_wait(n.closed_port, n.node, nullptr)) return;
     if (post_closed_nack(n) == Status::no_resource) return;
     closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
     --closed_nacks_count;

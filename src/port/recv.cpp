@@ -114,7 +114,7 @@ Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std
   r.length = length;
   // Answers leave in the order they were decided: once one waits, all wait
   // (also behind an earlier incarnation's, see Node::older_answers_wait).
-  if (reply_retry.empty() && !node.older_answers_wait(id, this)) {
+  if (reply_retry.empty() && !node.older_answers_wait(id, node_id, this)) {
     Status s = post_reply(r);
     if (s != Status::no_resource) return s;
   }
@@ -130,8 +130,8 @@ Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std
 }
 
 void Port::Impl::retry_replies() noexcept {
-  if (node.older_answers_wait(id, this)) return;
   while (Reply* r = reply_retry.head) {
+    if (node.older_answers_wait(id, r->node, this)) return;
     if (post_reply(*r) == Status::no_resource) return;
     reply_retry.pop();
     replies.release(r);

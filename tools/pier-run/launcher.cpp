@@ -626,9 +626,16 @@ void Job::loop() {
         case Kind::pipe:
           read_pipe(ranks_[s.rank], s.which);
           break;
-        case Kind::output:
-          (void)outputs_[static_cast<std::size_t>(s.which)].flush();
+        case Kind::output: {
+          OutputQueue& q = outputs_[static_cast<std::size_t>(s.which)];
+          const std::size_t before = q.written();
+          (void)q.flush();
+          // Draining at the end: a second more for as long as a reader
+          // takes what waits (only a reader that takes nothing gives up).
+          if (q.written() != before && drain_deadline_ != Clock::time_point::max())
+            drain_deadline_ = Clock::now() + std::chrono::seconds(1);
           break;
+        }
         case Kind::abort:
           // The abort ends the job even when the rank then exits 0
           // (MPI_Abort(comm, 0)): the others may wait in a barrier.

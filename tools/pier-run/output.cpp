@@ -46,12 +46,19 @@ bool OutputQueue::flush() noexcept {
     ::pollfd p{fd_, POLLOUT, 0};
     if (::poll(&p, 1, 0) != 1) return true;
     if ((p.revents & (POLLERR | POLLNVAL)) != 0) break;
-    // At most PIPE_BUF: a pipe that polls writable takes that much at once.
-    const std::size_t n = std::min<std::size_t>(pending_.size() - sent_, PIPE_BUF);
+    // At most PIPE_BUF: a pipe that polls writable takes that much at once;
+    // and whole lines when they fit, so another writer's line (pier-run's
+    // own notes on a shared stderr) never lands inside one of ours.
+    std::size_t n = std::min<std::size_t>(pending_.size() - sent_, PIPE_BUF);
+    if (n < pending_.size() - sent_) {
+      const std::string_view piece(pending_.data() + sent_, n);
+      if (const auto nl = piece.rfind('\n'); nl != std::string_view::npos) n = nl + 1;
+    }
     const ::ssize_t w = ::write(fd_, pending_.data() + sent_, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     sent_ += static_cast<std::size_t>(w);
+    written_ += static_cast<std::size_t>(w);
   }
   if (empty()) {
     pending_.clear();

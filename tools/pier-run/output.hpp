@@ -27,9 +27,13 @@ class OutputQueue {
   bool flush() noexcept;
 
   static constexpr std::size_t limit = 4u << 20;
+  /// Bytes written so far (a reader that takes them, however slowly,
+  /// keeps pier-run draining at the end).
+  std::size_t written() const noexcept { return written_; }
 
  private:
   int fd_;
+  std::size_t written_ = 0;
   std::string pending_;
   std::size_t sent_ = 0;
 };
