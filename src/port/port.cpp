@@ -263,8 +263,11 @@ const Event& Port::Impl::blocking(int timeout_ms, bool spin) noexcept {
 void Port::Impl::unknown(const Event& e) noexcept {
   switch (e.type) {
     case PIER_PORT_SENT_EVENT: {
+      // Another port's event names an op of that port's pool; an op still
+      // in flight has not produced its event yet.
+      if (e.receiver_port_id != id) return;
       Op* op = ops.lookup(static_cast<base::Pool<Op>::Handle>(e.internal_));
-      if (op == nullptr) return;  // handed in twice
+      if (op == nullptr || op->conn != nullptr) return;  // handed in twice, or not ours
       const Completion done = op->done;
       const Status st = op->reply_status;
       ops.release(op);

@@ -377,6 +377,52 @@ TEST(Ports, CanceledAlarmsNeverCrowdOutASentEvent) {
   EXPECT_EQ(a.port->send_tokens_held(), a.port->send_tokens());
 }
 
+/// A SENT event handed to another port's unknown(): that port's op of the
+/// same handle, still in flight, was released (its token given back twice,
+/// its connection's queue corrupted). An event names its port; another
+/// port ignores it, as it does an op still in flight.
+TEST(Ports, AnotherPortsSentEventIsIgnored) {
+  World w(1, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  Driver b(*w.nodes[0], 2);
+  Driver c(*w.nodes[0], 3);
+  std::vector<std::byte> buf = buffer_for(4);
+  ASSERT_EQ(c.provide(buf.data(), 4, Priority::low), Status::ok);
+  auto m = pattern(8, 1);
+  ASSERT_EQ(b.send(m.data(), m.size(), Priority::low, 0, 3, 9), Status::ok);  // no buffer left
+  ASSERT_EQ(a.send(m.data(), m.size(), Priority::low, 0, 3, 1), Status::ok);
+  // c takes one of them; a's or b's op completes, the other stays held.
+  for (int i = 0; i < 200; ++i) {
+    (void)c.port->receive();
+    (void)b.port->receive_pending();
+  }
+  const unsigned a_held = a.port->send_tokens_held(), b_held = b.port->send_tokens_held();
+  a.in_unknown = b.in_unknown = true;  // callbacks run in our unknown() calls below
+  for (int i = 0; i < 200; ++i) {
+    const Event& e = a.port->receive();
+    if (e.type != PIER_PORT_SENT_EVENT) continue;
+    const Event sent = e;
+    b.port->unknown(sent);  // the wrong port
+    EXPECT_EQ(b.port->send_tokens_held(), b_held);
+    a.port->unknown(sent);  // the right one
+    EXPECT_EQ(a.port->send_tokens_held(), a_held + 1);
+    return;
+  }
+  // a's op was the one held: the same from b's side.
+  for (int i = 0; i < 200; ++i) {
+    const Event& e = b.port->receive();
+    if (e.type != PIER_PORT_SENT_EVENT) continue;
+    const Event sent = e;
+    a.port->unknown(sent);
+    EXPECT_EQ(a.port->send_tokens_held(), a_held);
+    b.port->unknown(sent);
+    EXPECT_EQ(b.port->send_tokens_held(), b_held + 1);
+    return;
+  }
+  FAIL() << "no SENT event came";
+}
+
 /// A port closed while its ops wait at the target, before any failure was
 /// reported: closing drops them there too (before, the target's later
 /// timeout suspended the stream and the ops behind stayed held for ever,
