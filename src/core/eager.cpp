@@ -93,7 +93,8 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   h.sequence = p.send_seq;
   const auto give = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.owed, 0xffff));
   h.credit_return = give;
-  (void)wire::encode(h, std::span(pkt.buf, wire::FrameHeader::size));
+  (void)wire::encode_into(
+      h, std::span<std::byte, wire::FrameHeader::size>(pkt.buf, wire::FrameHeader::size));
   if (!a.header.empty())
     std::memcpy(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
   if (a.length) std::memcpy(pkt.buf + prefix, data, a.length);
@@ -137,7 +138,7 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   s.frame = h;
   s.credit_return = give;
   s.sequenced = true;
-  (void)wire::encode(h, std::span(s.prefix));
+  (void)wire::encode_into(h, std::span(s.prefix).first<wire::FrameHeader::size>());
   if (!a.header.empty())
     std::memcpy(s.prefix.data() + wire::FrameHeader::size, a.header.data(), a.header.size());
   s.prefix_len = prefix;

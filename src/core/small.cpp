@@ -49,7 +49,7 @@ Status Core::Impl::post_small(Gate& gate, SmallSend& s) noexcept {
     give = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.owed, 0xffff));
   }
   h.credit_return = give;
-  (void)wire::encode(h, std::span(s.prefix));
+  (void)wire::encode_into(h, std::span(s.prefix).first<wire::FrameHeader::size>());
   const std::size_t total = s.prefix_len + s.payload_len;
 
   Status st;

@@ -14,53 +14,6 @@ static_assert(AckHeader::size == 16);
 static_assert(DriverLocalHeader::size == 8);
 static_assert(driver_local_prefix == 32);
 
-namespace {
-
-// Frame layout (docs/wire.md keeps the same table).
-constexpr std::size_t off_version = 0;
-constexpr std::size_t off_type = 1;
-constexpr std::size_t off_flags = 2;
-constexpr std::size_t off_priority = 3;
-constexpr std::size_t off_upper = 4;
-constexpr std::size_t off_reserved = 5;
-constexpr std::size_t off_credit = 6;
-constexpr std::size_t off_payload = 8;
-constexpr std::size_t off_sequence = 12;
-constexpr std::size_t off_source = 16;
-constexpr std::size_t off_source_port = 20;
-constexpr std::size_t off_destination_port = 22;
-static_assert(off_destination_port + 2 == FrameHeader::size);
-
-bool carries_upper(PacketType t) noexcept {
-  return t == PacketType::eager || t == PacketType::rts;
-}
-
-/// The rules a frame obeys on both sides of the wire.
-bool frame_fields_valid(const FrameHeader& h) noexcept {
-  if (!is_packet_type(static_cast<std::uint8_t>(h.type))) return false;
-  if ((h.flags & ~known_flags) != 0) return false;
-  if (h.priority >= priority_count) return false;
-  if (static_cast<std::uint8_t>(h.upper) >= upper_limit) return false;
-  if (!carries_upper(h.type) && h.upper != Upper::none) return false;
-  return h.payload_length >= min_payload(h.type) && h.payload_length <= max_payload(h.type);
-}
-
-}  // namespace
-
-bool is_packet_type(std::uint8_t raw) noexcept {
-  switch (static_cast<PacketType>(raw)) {
-    case PacketType::data:
-    case PacketType::eager:
-    case PacketType::rts:
-    case PacketType::rtr:
-    case PacketType::ack:
-    case PacketType::credit:
-    case PacketType::driver_local:
-      return true;
-  }
-  return false;
-}
-
 std::string_view to_string(PacketType t) noexcept {
   switch (t) {
     case PacketType::data:
@@ -95,80 +48,12 @@ std::string_view to_string(AckResult r) noexcept {
   return "unknown";
 }
 
-std::uint32_t min_payload(PacketType t) noexcept {
-  switch (t) {
-    case PacketType::data:
-      return DataHeader::size;
-    case PacketType::eager:
-      return 0;
-    case PacketType::rts:
-      return RtsHeader::size;
-    case PacketType::rtr:
-      return RtrHeader::size;
-    case PacketType::ack:
-      return AckHeader::size;
-    case PacketType::credit:
-      return 0;
-    case PacketType::driver_local:
-      return DriverLocalHeader::size;
-  }
-  return 0;
-}
-
-std::uint32_t max_payload(PacketType t) noexcept {
-  switch (t) {
-    case PacketType::rtr:
-    case PacketType::ack:
-    case PacketType::credit:
-      return min_payload(t);
-    case PacketType::data:
-    case PacketType::eager:
-    case PacketType::rts:
-    case PacketType::driver_local:
-      return std::numeric_limits<std::uint32_t>::max();
-  }
-  return 0;
-}
-
 // ---- FrameHeader -----------------------------------------------------------
 
 Result<std::size_t> encode(const FrameHeader& h, std::span<std::byte> out) noexcept {
-  if (out.size() < FrameHeader::size || !frame_fields_valid(h)) return Status::invalid_argument;
-  store_u8(out, off_version, version);
-  store_u8(out, off_type, static_cast<std::uint8_t>(h.type));
-  store_u8(out, off_flags, h.flags);
-  store_u8(out, off_priority, h.priority);
-  store_u8(out, off_upper, static_cast<std::uint8_t>(h.upper));
-  store_zero(out, off_reserved, 1);
-  store_u16(out, off_credit, h.credit_return);
-  store_u32(out, off_payload, h.payload_length);
-  store_u32(out, off_sequence, h.sequence);
-  store_u32(out, off_source, h.source_endpoint);
-  store_u16(out, off_source_port, h.source_port);
-  store_u16(out, off_destination_port, h.destination_port);
+  if (out.size() < FrameHeader::size) return Status::invalid_argument;
+  if (!encode_into(h, out.first<FrameHeader::size>())) return Status::invalid_argument;
   return FrameHeader::size;
-}
-
-Result<FrameHeader> FrameHeader::decode(std::span<const std::byte> in) noexcept {
-  // The version is checked before the length so that a peer of another
-  // version whose frame happens to be shorter is still named as such.
-  if (in.empty()) return Status::malformed;
-  if (load_u8(in, off_version) != version) return Status::version_mismatch;
-  if (in.size() < size) return Status::malformed;
-  if (!all_zero(in, off_reserved, 1)) return Status::malformed;
-  FrameHeader h;
-  h.type = static_cast<PacketType>(load_u8(in, off_type));
-  h.flags = load_u8(in, off_flags);
-  h.priority = load_u8(in, off_priority);
-  h.upper = static_cast<Upper>(load_u8(in, off_upper));
-  h.credit_return = load_u16(in, off_credit);
-  h.payload_length = load_u32(in, off_payload);
-  h.sequence = load_u32(in, off_sequence);
-  h.source_endpoint = load_u32(in, off_source);
-  h.source_port = load_u16(in, off_source_port);
-  h.destination_port = load_u16(in, off_destination_port);
-  if (!frame_fields_valid(h)) return Status::malformed;
-  return h;
 }
 
 // ---- RtsHeader -------------------------------------------------------------

@@ -16,9 +16,12 @@
 #include <pier/result.hpp>
 #include <pier/status.hpp>
 
+#include "wire/bytes.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string_view>
 
@@ -43,7 +46,19 @@ enum class PacketType : std::uint8_t {
 /// One past the largest PacketType value: the size of a table indexed by type.
 inline constexpr std::size_t packet_type_limit = 0x09;
 /// Whether `raw` names a PacketType.
-bool is_packet_type(std::uint8_t raw) noexcept;
+constexpr bool is_packet_type(std::uint8_t raw) noexcept {
+  switch (static_cast<PacketType>(raw)) {
+    case PacketType::data:
+    case PacketType::eager:
+    case PacketType::rts:
+    case PacketType::rtr:
+    case PacketType::ack:
+    case PacketType::credit:
+    case PacketType::driver_local:
+      return true;
+  }
+  return false;
+}
 /// "eager", "rts", ...; "unknown" for a value that names no type (for logs).
 std::string_view to_string(PacketType t) noexcept;
 
@@ -82,6 +97,7 @@ struct FrameHeader {
   static Result<FrameHeader> decode(std::span<const std::byte> in) noexcept;
 };
 Result<std::size_t> encode(const FrameHeader& h, std::span<std::byte> out) noexcept;
+// (decode and encode_into, the hot halves, are inline at the end of this file.)
 
 /// rts: asks the receiver to post a receive of total_length bytes.
 struct RtsHeader {
@@ -154,7 +170,121 @@ Result<std::size_t> encode_driver_local(std::uint16_t subtype, std::uint32_t bod
 
 /// Smallest payload_length a frame of this type may have, and the largest
 /// (fixed-size packets have both equal). Used by the frame decoder.
-std::uint32_t min_payload(PacketType t) noexcept;
-std::uint32_t max_payload(PacketType t) noexcept;
+constexpr std::uint32_t min_payload(PacketType t) noexcept {
+  switch (t) {
+    case PacketType::data:
+      return DataHeader::size;
+    case PacketType::eager:
+      return 0;
+    case PacketType::rts:
+      return RtsHeader::size;
+    case PacketType::rtr:
+      return RtrHeader::size;
+    case PacketType::ack:
+      return AckHeader::size;
+    case PacketType::credit:
+      return 0;
+    case PacketType::driver_local:
+      return DriverLocalHeader::size;
+  }
+  return 0;
+}
+constexpr std::uint32_t max_payload(PacketType t) noexcept {
+  switch (t) {
+    case PacketType::rtr:
+    case PacketType::ack:
+    case PacketType::credit:
+      return min_payload(t);
+    case PacketType::data:
+    case PacketType::eager:
+    case PacketType::rts:
+    case PacketType::driver_local:
+      return std::numeric_limits<std::uint32_t>::max();
+  }
+  return 0;
+}
+
+// ---- FrameHeader, inline ----------------------------------------------------
+// Every packet of every small track is encoded and decoded here, so the
+// frame codec is inline: out of line, each call returned its Result through
+// the stack, and reading the status byte back as a word stalled the store
+// forwarding on every send (seen in perf over core_bench).
+
+namespace frame_layout {
+// Frame layout (docs/wire.md keeps the same table).
+inline constexpr std::size_t off_version = 0;
+inline constexpr std::size_t off_type = 1;
+inline constexpr std::size_t off_flags = 2;
+inline constexpr std::size_t off_priority = 3;
+inline constexpr std::size_t off_upper = 4;
+inline constexpr std::size_t off_reserved = 5;
+inline constexpr std::size_t off_credit = 6;
+inline constexpr std::size_t off_payload = 8;
+inline constexpr std::size_t off_sequence = 12;
+inline constexpr std::size_t off_source = 16;
+inline constexpr std::size_t off_source_port = 20;
+inline constexpr std::size_t off_destination_port = 22;
+static_assert(off_destination_port + 2 == FrameHeader::size);
+
+constexpr bool carries_upper(PacketType t) noexcept {
+  return t == PacketType::eager || t == PacketType::rts;
+}
+
+/// The rules a frame obeys on both sides of the wire.
+constexpr bool fields_valid(const FrameHeader& h) noexcept {
+  if (!is_packet_type(static_cast<std::uint8_t>(h.type))) return false;
+  if ((h.flags & ~known_flags) != 0) return false;
+  if (h.priority >= priority_count) return false;
+  if (static_cast<std::uint8_t>(h.upper) >= upper_limit) return false;
+  if (!carries_upper(h.type) && h.upper != Upper::none) return false;
+  return h.payload_length >= min_payload(h.type) && h.payload_length <= max_payload(h.type);
+}
+}  // namespace frame_layout
+
+/// The frame into exactly its size in bytes; false (nothing written) for a
+/// field out of range. The checked encode() above is this with a size check;
+/// the core's send paths call this one on their fixed-size prefix.
+inline bool encode_into(const FrameHeader& h,
+                        std::span<std::byte, FrameHeader::size> fixed) noexcept {
+  using namespace frame_layout;
+  if (!fields_valid(h)) return false;
+  const std::span<std::byte> out(fixed);
+  store_u8(out, off_version, version);
+  store_u8(out, off_type, static_cast<std::uint8_t>(h.type));
+  store_u8(out, off_flags, h.flags);
+  store_u8(out, off_priority, h.priority);
+  store_u8(out, off_upper, static_cast<std::uint8_t>(h.upper));
+  store_zero(out, off_reserved, 1);
+  store_u16(out, off_credit, h.credit_return);
+  store_u32(out, off_payload, h.payload_length);
+  store_u32(out, off_sequence, h.sequence);
+  store_u32(out, off_source, h.source_endpoint);
+  store_u16(out, off_source_port, h.source_port);
+  store_u16(out, off_destination_port, h.destination_port);
+  return true;
+}
+
+inline Result<FrameHeader> FrameHeader::decode(std::span<const std::byte> in) noexcept {
+  using namespace frame_layout;
+  // The version is checked before the length so that a peer of another
+  // version whose frame happens to be shorter is still named as such.
+  if (in.empty()) return Status::malformed;
+  if (load_u8(in, off_version) != version) return Status::version_mismatch;
+  if (in.size() < size) return Status::malformed;
+  if (!all_zero(in, off_reserved, 1)) return Status::malformed;
+  FrameHeader h;
+  h.type = static_cast<PacketType>(load_u8(in, off_type));
+  h.flags = load_u8(in, off_flags);
+  h.priority = load_u8(in, off_priority);
+  h.upper = static_cast<Upper>(load_u8(in, off_upper));
+  h.credit_return = load_u16(in, off_credit);
+  h.payload_length = load_u32(in, off_payload);
+  h.sequence = load_u32(in, off_sequence);
+  h.source_endpoint = load_u32(in, off_source);
+  h.source_port = load_u16(in, off_source_port);
+  h.destination_port = load_u16(in, off_destination_port);
+  if (!fields_valid(h)) return Status::malformed;
+  return h;
+}
 
 }  // namespace pier::wire
