@@ -194,7 +194,7 @@ struct Slot {
   Event event{};
   std::size_t fast_offset = 0;  ///< its inline bytes in fast_store
   bool ready = false;
-  bool flushed = false;  ///< a canceled alarm: skipped
+  bool flushed = false;  ///< a canceled alarm or a withdrawn receive: skipped
   std::uint64_t seq = 0;
   core::Region region{};  ///< the buffer's, while its data lands
   Port::Impl* owner = nullptr;
@@ -300,6 +300,9 @@ class Port::Impl {
   // ---- receiver side (recv.cpp)
   void on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept;
   void on_slot_finalized(Slot* slot, Status s) noexcept;
+  /// A receive whose data cannot land: its buffer is provided again and
+  /// its event slot skipped.
+  void withdraw_receive(Slot* slot) noexcept;
   Status provide(std::byte* ptr, unsigned size, std::uint8_t priority, std::uint8_t tag) noexcept;
   void flush_acks() noexcept;
   void serve_streams() noexcept;

@@ -203,12 +203,13 @@ Slot* Port::Impl::next_ready(Ring** from) noexcept {
   Slot* best = nullptr;
   for (Ring& r : rings) {
     Slot* h = r.head();
-    while (h && h->flushed) {  // a canceled alarm's event: ready, never handed out
-      // Its record was kept until now: each alarm record stands for at
-      // most one slot, which is what bounds the ring.
-      if (AlarmRec* rec =
-              alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(h->event.internal_)))
-        alarms.release(rec);
+    while (h && h->flushed) {  // ready, never handed out
+      // A canceled alarm's record was kept until now: each alarm record
+      // stands for at most one slot, which is what bounds the ring.
+      if (h->event.type == PIER_PORT_ALARM_EVENT)
+        if (AlarmRec* rec =
+                alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(h->event.internal_)))
+          alarms.release(rec);
       --ready_events;
       r.pop();
       h = r.head();

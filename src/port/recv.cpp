@@ -285,8 +285,7 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
         ++pinned;
       } else {
         PIER_LOG(error, "port", "port {}: cannot receive from node {}", id, s->node);
-        e.length = 0;
-        mark_ready(slot);
+        withdraw_receive(slot);
       }
       owe_ack(s);
       return true;
@@ -479,9 +478,31 @@ void Port::Impl::on_slot_finalized(Slot* slot, Status s) noexcept {
     (void)core().invalidate(slot->region);
     slot->region = {};
   }
-  if (s != Status::ok)
+  if (s != Status::ok) {
     PIER_LOG(warn, "port", "port {}: message from node {} did not land: {}", id,
              slot->event.sender_node_id, to_string(s));
+    return withdraw_receive(slot);
+  }
+  mark_ready(slot);
+}
+
+void Port::Impl::withdraw_receive(Slot* slot) noexcept {
+  // The message is lost (its sender died mid-transfer): its bytes never all
+  // landed, so no receive event may claim them. The buffer is provided
+  // again, first in line as it was, and its token stays with pier; the
+  // event's place in the ring is skipped.
+  const Event& e = slot->event;
+  if (!closed && e.buffer != nullptr) {
+    if (Buffer* b = buffers.acquire()) {  // the pool holds one per token: never empty here
+      b->ptr = static_cast<std::byte*>(e.buffer);
+      b->size = e.size;
+      b->priority = e.priority;
+      b->tag = e.tag;
+      free_buffers[e.priority][e.size].push_front(b);
+      if (waiting > 0) buffers_added = true;
+    }
+  }
+  slot->flushed = true;
   mark_ready(slot);
 }
 

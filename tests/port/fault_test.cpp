@@ -132,5 +132,37 @@ TEST(PortFault, DeadLinkFailsSendsUnreachableOncePerConnection) {
   }
 }
 
+TEST(PortFault, AMessageLostMidTransferIsNeverHandedOut) {
+  // A large message travels in several packets (rendezvous), and the link
+  // dies after the first few. A receive that took a buffer but whose data
+  // never all landed is no event: the buffer stays provided (its token with
+  // pier), as if nothing had come. Before, the event came with the full
+  // length over bytes that never arrived.
+  const auto msg = pattern(256 * 1024, 3);
+  const unsigned size = min_size_for_length(msg.size());
+  int withdrawn = 0;
+  for (int at = 1; at <= 4; ++at) {
+    const std::string when = "track=large,death@" + std::to_string(at);
+    SCOPED_TRACE(when);
+    Plan plan(when.c_str());
+    World w(2, "fault:self");
+    ASSERT_EQ(w.status, Status::ok);
+    Driver a(*w.nodes[0], 1), b(*w.nodes[1], 2);
+    auto buf = buffer_for(size);
+    ASSERT_EQ(b.provide(buf.data(), size, Priority::low), Status::ok);
+    ASSERT_EQ(a.send(msg.data(), msg.size(), Priority::low, 1, 2, 1), Status::ok);
+    ASSERT_TRUE(run_until(
+        {&a, &b}, [&] { return a.completions.size() == 1; }, 20000));
+    run_for({&a, &b}, 20);
+    for (const Received& r : b.received) {
+      EXPECT_EQ(r.event.length, msg.size());
+      EXPECT_TRUE(r.data == msg) << "a receive event over bytes that never landed";
+    }
+    if (b.received.empty() && a.completions[0].status != Status::ok) ++withdrawn;
+    b.check_tokens();
+  }
+  EXPECT_GT(withdrawn, 0) << "no death point fell mid-transfer: the test shows nothing";
+}
+
 }  // namespace
 }  // namespace pier::port::test
