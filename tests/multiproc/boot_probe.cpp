@@ -15,6 +15,13 @@
 //                                    rank R (R waits a second) and prints
 //                                    whether pier-run refused it; then the
 //                                    exchange
+//   boot_probe flood                 holds as many connections to pier-run
+//                                    as this process may open for 1.5 s and
+//                                    prints the CPU time pier-run used
+//                                    meanwhile; then the exchange
+//   boot_probe queryflood            says hello, then sends queries for
+//                                    1.5 s without reading the answers and
+//                                    prints how much pier-run grew
 //   boot_probe impostor              (root) a child that became `nobody`
 //                                    connects to pier-run's socket and
 //                                    reports whether it was closed at once;
@@ -27,15 +34,19 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -177,6 +188,109 @@ int claim(long my_rank, long size, long claimed) {
   return 1;
 }
 
+/// CPU time so far, in clock ticks, of the process whose /proc/<pid>/stat
+/// `stat_fd` is open on (opened beforehand: the flood leaves no descriptor
+/// free); -1 if unknown.
+long cpu_ticks(int stat_fd) {
+  char text[1024] = {};
+  const ::ssize_t n = ::pread(stat_fd, text, sizeof text - 1, 0);
+  // Fields after the command name (which may hold spaces) start past ')'.
+  const char* p = n > 0 ? std::strrchr(text, ')') : nullptr;
+  if (p == nullptr) return -1;
+  long utime = 0, stime = 0;
+  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime) !=
+      2)
+    return -1;
+  return utime + stime;
+}
+
+/// Connects to pier-run until a connect fails or this process runs out of
+/// descriptors (pier-run, limited alike, runs out first), holds them, and
+/// reports how much CPU pier-run spent meanwhile (it used to spin on the
+/// readable listening socket it could not accept from).
+int flood(long my_rank) {
+  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
+  const int stat_fd = ::open(fmt::format("/proc/{}/stat", ::getppid()).c_str(), O_RDONLY);
+  if (!address || stat_fd < 0) return 2;
+  std::vector<int> held;
+  for (int i = 0; i < 100000; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    if (::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0) {
+      ::close(fd);
+      break;
+    }
+    held.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long before = cpu_ticks(stat_fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const long after = cpu_ticks(stat_fd);
+  for (int fd : held) ::close(fd);
+  ::close(stat_fd);
+  if (before < 0 || after < 0) return 2;
+  const long ms = (after - before) * 1000 / ::sysconf(_SC_CLK_TCK);
+  fmt::print("probe rank {}: flood of {} connections: pier-run used {} ms of CPU in 1500 ms\n",
+             my_rank, held.size(), ms);
+  return 0;
+}
+
+/// VmRSS of the process whose /proc/<pid>/status is `path`, in KiB; -1 if unknown.
+long rss_kib(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
+/// Says hello as itself, then sends queries without reading an answer for
+/// 1.5 s (or until pier-run stops taking them for 0.5 s) and reports how
+/// much pier-run's resident memory grew: it kept every answer queued.
+int query_flood(long my_rank, long size) {
+  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (!address || fd < 0 ||
+      ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
+    return 2;
+  const auto hello = pier::boot::proto::encode_hello(
+      {static_cast<std::uint32_t>(my_rank), static_cast<std::uint32_t>(size),
+       static_cast<std::uint32_t>(::getpid()), std::string(pier::boot::library_version())});
+  if (::write(fd, hello.data(), hello.size()) != static_cast<::ssize_t>(hello.size())) return 2;
+  const std::string status = fmt::format("/proc/{}/status", ::getppid());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const long before = rss_kib(status);
+  (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::vector<std::byte> batch;
+  const auto query = pier::boot::proto::encode_query(0);
+  for (int i = 0; i < 256; ++i) batch.insert(batch.end(), query.begin(), query.end());
+  std::size_t sent = 0, at = 0;
+  const auto end = Clock::now() + std::chrono::milliseconds(1500);
+  auto last_progress = Clock::now();
+  while (Clock::now() < end && Clock::now() - last_progress < std::chrono::milliseconds(500)) {
+    const ::ssize_t n = ::send(fd, batch.data() + at, batch.size() - at, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      at = (at + static_cast<std::size_t>(n)) % batch.size();
+      last_progress = Clock::now();
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  const long after = rss_kib(status);
+  ::close(fd);
+  if (before < 0 || after < 0) return 2;
+  fmt::print("probe rank {}: query flood: {} queries sent, pier-run grew by {} KiB\n", my_rank,
+             sent / query.size(), after - before);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,6 +313,9 @@ int main(int argc, char** argv) {
   if (mode == "badlib" && my_rank == target) return bad_version(my_rank, size, "9.9.9");
   if (mode == "impostor")
     if (int rc = impostor(my_rank); rc != 0) return rc;
+  if (mode == "flood")
+    if (int rc = flood(my_rank); rc != 0) return rc;
+  if (mode == "queryflood") return query_flood(my_rank, size);
   if (mode == "claim" && my_rank != target)
     if (int rc = claim(my_rank, size, target); rc != 0) return rc;
   if (mode == "claim" && my_rank == target) std::this_thread::sleep_for(std::chrono::seconds(1));

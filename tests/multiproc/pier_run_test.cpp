@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace pier::multiproc {
@@ -220,6 +222,42 @@ TEST(PierRun, ALowSoftDescriptorLimitIsRaised) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+/// pier-run out of descriptors with connections waiting to be accepted:
+/// the listening socket stays readable and every accept failed EMFILE, so
+/// its loop spun on one core. It now leaves the socket alone for 100 ms at
+/// a time. (Both run with a hard limit of 64 descriptors; the rank holds
+/// every connection it can open for 1.5 s.)
+TEST(PierRun, RunningOutOfDescriptorsDoesNotSpin) {
+  RunSpec spec;
+  spec.argv = {"/usr/bin/prlimit", "--nofile=64:64", PIER_RUN_PATH, "-n", "1", "--timeout", "60",
+               BOOT_PROBE_PATH,    "flood"};
+  spec.limit = std::chrono::seconds(60);
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_TRUE(has(o, "cannot accept a connection: Too many open files")) << o.output;
+  const auto at = o.output.find("pier-run used ");
+  ASSERT_NE(at, std::string::npos) << o.output;
+  const long ms = std::strtol(o.output.c_str() + at + 14, nullptr, 10);
+  // Spinning takes the whole 1500 ms; waiting, a few.
+  EXPECT_LT(ms, 500) << o.output;
+  EXPECT_TRUE(has(o, "probe rank 0: exchange ok")) << o.output;
+}
+
+/// A connection that sends queries and never reads the answers: pier-run
+/// read on and queued every answer (hundreds of MiB in 1.5 s). Past 256
+/// answers queued it stops reading that connection, so the sender waits.
+TEST(PierRun, QueriesNobodyReadsDoNotGrowPierRunWithoutBound) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "1", "--timeout", "60", BOOT_PROBE_PATH, "queryflood"};
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  const auto at = o.output.find("pier-run grew by ");
+  ASSERT_NE(at, std::string::npos) << o.output;
+  const long kib = std::strtol(o.output.c_str() + at + 17, nullptr, 10);
+  EXPECT_LT(kib, 16 * 1024) << o.output;
 }
 
 TEST(PierRun, MissingProgramIsReported) {

@@ -211,7 +211,16 @@ class Job {
   /// The ranks' tagged lines on their way to our stdout and stderr.
   std::array<OutputQueue, 2> outputs_{OutputQueue(STDOUT_FILENO), OutputQueue(STDERR_FILENO)};
   bool killed_hard_ = false;
+  /// Out of descriptors: the listening socket is left alone until then
+  /// (it stays readable, and polling it would spin the loop).
+  Clock::time_point accept_paused_until_{};
+  bool said_out_of_descriptors_ = false;
 };
+
+/// Answers queued for one connection beyond which it is not read any more
+/// until it takes them: a process that sends queries without reading the
+/// answers makes itself wait, not pier-run buffer without bound.
+constexpr std::size_t max_pending_answers = 256;
 
 Job::~Job() {
   for (auto& [fd, conn] : conns_) ::close(fd);
@@ -443,6 +452,16 @@ void Job::dispatch(std::vector<Outgoing>& out) {
 void Job::accept_conns() {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && errno == EINTR) continue;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+      // The connection waits in the backlog; try again a little later.
+      if (!said_out_of_descriptors_)
+        say(fmt::format("cannot accept a connection: {}; retrying every 100 ms",
+                        std::strerror(errno)));
+      said_out_of_descriptors_ = true;
+      accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
     if (fd < 0) return;
     // The socket is abstract, so any local user can reach it; only our own
     // user's processes may join (one could otherwise take a rank's place).
@@ -463,6 +482,7 @@ void Job::accept_conns() {
 void Job::close_conn(int fd) {
   if (conns_.erase(fd) == 0) return;
   ::close(fd);
+  accept_paused_until_ = {};  // a descriptor is free again
   std::vector<Outgoing> out;
   exchange_.on_disconnect(fd, out);
   dispatch(out);
@@ -494,7 +514,7 @@ void Job::read_conn(int fd) {
   std::array<std::byte, 16384> buf;
   for (;;) {
     auto it = conns_.find(fd);
-    if (it == conns_.end()) return;
+    if (it == conns_.end() || it->second.pending.size() >= max_pending_answers) return;
     const ::ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -586,10 +606,12 @@ void Job::loop() {
       sources.push_back(s);
     };
     add(signal_fd_, POLLIN, {Kind::signal, signal_fd_, 0, 0});
-    add(listen_fd_, POLLIN, {Kind::listen, listen_fd_, 0, 0});
+    if (now >= accept_paused_until_) add(listen_fd_, POLLIN, {Kind::listen, listen_fd_, 0, 0});
     if (!ending_) add(pmi_.abort_fd(), POLLIN, {Kind::abort, pmi_.abort_fd(), 0, 0});
     for (auto& [fd, c] : conns_)
-      add(fd, static_cast<short>(POLLIN | (c.pending.empty() ? 0 : POLLOUT)),
+      add(fd,
+          static_cast<short>((c.pending.size() < max_pending_answers ? POLLIN : 0) |
+                             (c.pending.empty() ? 0 : POLLOUT)),
           {Kind::conn, fd, 0, 0});
     // A full queue stops the reading: the ranks wait on their pipes, and
     // this loop goes on serving timeouts and signals.
@@ -607,6 +629,7 @@ void Job::loop() {
     wake = std::min(wake, job_deadline_);
     wake = std::min(wake, drain_deadline_);
     if (ending_ && !killed_hard_) wake = std::min(wake, kill_deadline_);
+    if (now < accept_paused_until_) wake = std::min(wake, accept_paused_until_);
     const int n = ::poll(fds.data(), fds.size(), boot::poll_timeout_ms(wake));
     if (n <= 0) continue;
     for (std::size_t i = 0; i < fds.size(); ++i) {
@@ -620,7 +643,9 @@ void Job::loop() {
           accept_conns();
           break;
         case Kind::conn:
-          if (fds[i].revents & POLLOUT) flush_conn(s.fd);
+          // A hang-up with answers queued and reading paused ends in the
+          // write, which fails: the connection closes instead of spinning.
+          if (fds[i].revents & (POLLOUT | POLLHUP | POLLERR)) flush_conn(s.fd);
           if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(s.fd);
           break;
         case Kind::pipe:
