@@ -8,11 +8,13 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace pier::multiproc {
 namespace {
@@ -258,6 +260,29 @@ TEST(PierRun, QueriesNobodyReadsDoNotGrowPierRunWithoutBound) {
   ASSERT_NE(at, std::string::npos) << o.output;
   const long kib = std::strtol(o.output.c_str() + at + 17, nullptr, 10);
   EXPECT_LT(kib, 16 * 1024) << o.output;
+}
+
+/// Ranks that exit leaving a process running (a background job, a daemon):
+/// it outlived the job. pier-run is now the ranks' subreaper and ends what
+/// they leave (SIGTERM, then SIGKILL after the grace) before it exits.
+TEST(PierRun, WhatRanksLeaveRunningEndsWithTheJob) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n",      "2",  "--timeout",
+               "30",          "/bin/sh", "-c", "sleep 100 >/dev/null 2>&1 & echo leftpid $!"};
+  const Outcome o = run_command(spec);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  std::vector<pid_t> pids;
+  for (std::size_t at = o.output.find("leftpid "); at != std::string::npos;
+       at = o.output.find("leftpid ", at + 8))
+    pids.push_back(static_cast<pid_t>(std::strtol(o.output.c_str() + at + 8, nullptr, 10)));
+  ASSERT_EQ(pids.size(), 2u) << o.output;
+  for (pid_t p : pids) {
+    const bool gone = p > 1 && ::kill(p, 0) != 0 && errno == ESRCH;
+    if (!gone && p > 1) ::kill(p, SIGKILL);  // the test leaves nothing behind either
+    EXPECT_TRUE(gone) << "pid " << p << " outlived the job\n" << o.output;
+  }
+  EXPECT_TRUE(has(o, "the ranks left 2 processes running; terminating them")) << o.output;
 }
 
 TEST(PierRun, MissingProgramIsReported) {

@@ -5,6 +5,7 @@
 #include "launcher.hpp"
 
 #include "exchange.hpp"
+#include "leftovers.hpp"
 #include "output.hpp"
 #include "pmi_server.hpp"
 
@@ -183,6 +184,10 @@ class Job {
   bool spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores);
   void loop();
   void end_job(int code);
+  /// `sig` to the running ranks' process groups and to what exited ranks left.
+  void signal_job(int sig);
+  /// Once no rank runs: terminates what they left; true while some remain.
+  bool end_leftovers(Clock::time_point now);
   void on_signal();
   void reap();
   void accept_conns();
@@ -214,6 +219,10 @@ class Job {
   /// Out of descriptors: the listening socket is left alone until then
   /// (it stays readable, and polling it would spin the loop).
   Clock::time_point accept_paused_until_{};
+  /// Processes the ranks left running, once no rank runs: SIGTERM went to
+  /// these; SIGKILL goes at the deadline.
+  std::vector<pid_t> terminated_;
+  Clock::time_point leftover_deadline_ = Clock::time_point::max();
   bool said_out_of_descriptors_ = false;
 };
 
@@ -355,6 +364,10 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
 int Job::run() {
   raise_fd_limit();
   if (!block_signals() || !listen_socket() || !pmi_.start()) return exit_cannot_start;
+  // What a rank leaves running when it exits becomes ours, not init's:
+  // it ends with the job.
+  if (!become_subreaper())
+    say("cannot become the ranks' subreaper; what they leave running may outlive the job");
   if (opt_.timeout_s > 0)
     job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(opt_.timeout_s));
@@ -374,10 +387,43 @@ void Job::end_job(int code) {
   if (ending_) return;
   ending_ = true;
   exit_code_ = code;
-  for (auto& r : ranks_)
-    if (r.running) ::kill(-r.pid, SIGTERM);
+  signal_job(SIGTERM);
   kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(opt_.kill_grace_s));
+}
+
+void Job::signal_job(int sig) {
+  std::vector<pid_t> ranks;
+  for (auto& r : ranks_)
+    if (r.running) {
+      ::kill(-r.pid, sig);
+      ranks.push_back(r.pid);
+    }
+  // And what ranks that exited before left running (ours as subreaper).
+  for (pid_t p : own_children(ranks)) ::kill(p, sig);
+}
+
+bool Job::end_leftovers(Clock::time_point now) {
+  const std::vector<pid_t> left = own_children({});
+  if (left.empty()) return false;
+  const auto grace =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.kill_grace_s));
+  if (leftover_deadline_ == Clock::time_point::max()) {
+    leftover_deadline_ = now + grace;
+    say(fmt::format("the ranks left {} {} running; terminating {}", left.size(),
+                    left.size() == 1 ? "process" : "processes", left.size() == 1 ? "it" : "them"));
+  }
+  if (now >= leftover_deadline_ + std::chrono::seconds(1)) return false;  // unkillable: give up
+  const bool hard = now >= leftover_deadline_;
+  for (pid_t p : left) {
+    if (hard) {
+      ::kill(p, SIGKILL);
+    } else if (std::find(terminated_.begin(), terminated_.end(), p) == terminated_.end()) {
+      ::kill(p, SIGTERM);
+      terminated_.push_back(p);
+    }
+  }
+  return true;
 }
 
 std::vector<std::uint32_t> Job::running_ranks() const {
@@ -398,15 +444,13 @@ void Job::on_signal() {
     if (sig == SIGCHLD) continue;  // reap() runs after every wake-up
     if (ending_) {
       // A second interrupt: the user does not want to wait for the grace.
-      for (auto& r : ranks_)
-        if (r.running) ::kill(-r.pid, SIGKILL);
+      signal_job(SIGKILL);
       continue;
     }
     say(fmt::format("got SIG{}, forwarding it to the ranks", ::sigabbrev_np(sig)));
     ending_ = true;
     exit_code_ = 128 + sig;
-    for (auto& r : ranks_)
-      if (r.running) ::kill(-r.pid, sig);
+    signal_job(sig);
     kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(opt_.kill_grace_s));
   }
@@ -583,20 +627,21 @@ void Job::loop() {
     }
     if (ending_ && !killed_hard_ && now >= kill_deadline_) {
       killed_hard_ = true;
-      for (auto& r : ranks_)
-        if (r.running) ::kill(-r.pid, SIGKILL);
+      signal_job(SIGKILL);
     }
     bool pipes_open = false;
     for (auto& r : ranks_)
       for (int fd : r.pipes) pipes_open |= fd >= 0;
     for (auto& o : outputs_) pipes_open |= !o.empty();
     if (!any_running()) {
-      // The ranks are gone; give their output a moment to drain (a
-      // grandchild could hold a pipe open forever, a reader stop reading).
-      if (!pipes_open) return;
+      // The ranks are gone: so goes what they left running (SIGTERM, then
+      // SIGKILL after the grace). Their output gets a moment to drain (a
+      // reader could stop reading).
+      const bool leftovers = end_leftovers(now);
+      if (!pipes_open && !leftovers) return;
       if (drain_deadline_ == Clock::time_point::max())
         drain_deadline_ = now + std::chrono::seconds(1);
-      if (now >= drain_deadline_) return;
+      if (now >= drain_deadline_ && !leftovers) return;
     }
 
     std::vector<::pollfd> fds;
@@ -630,6 +675,7 @@ void Job::loop() {
     wake = std::min(wake, drain_deadline_);
     if (ending_ && !killed_hard_) wake = std::min(wake, kill_deadline_);
     if (now < accept_paused_until_) wake = std::min(wake, accept_paused_until_);
+    if (now < leftover_deadline_) wake = std::min(wake, leftover_deadline_);
     const int n = ::poll(fds.data(), fds.size(), boot::poll_timeout_ms(wake));
     if (n <= 0) continue;
     for (std::size_t i = 0; i < fds.size(); ++i) {
