@@ -158,6 +158,29 @@ CONFORMANCE_TEST(InvalidArguments) {
   Packet no_form;
   EXPECT_EQ(l.a->send_post(no_form), Status::invalid_argument) << "packet without a form";
 
+  // An element with a null base and a length (tcp copied from it and
+  // crashed), and a chunk past its data's end (tcp spun for ever, or sent
+  // bytes from its stack): refused, every driver.
+  const ::iovec holed[2] = {{buf.data(), 8}, {nullptr, 8}};
+  Packet holes;
+  holes.set_iovec(holed, 2);
+  EXPECT_EQ(l.a->send_post(holes), Status::invalid_argument) << "null base with a length";
+  if (c.recv_post) {
+    EXPECT_EQ(l.b->recv_post(holes), Status::invalid_argument) << "null base with a length";
+  }
+  if (c.supports_data) {
+    pier::driver::IovecData short_data(buf.data(), 16);
+    Packet past;
+    past.form = Packet::Form::data;
+    past.data = &short_data;
+    past.chunk_offset = 0;
+    past.chunk_len = 32;
+    EXPECT_EQ(l.a->send_post(past), Status::invalid_argument) << "chunk past its data";
+    if (c.recv_post) {
+      EXPECT_EQ(l.b->recv_post(past), Status::invalid_argument) << "chunk past its data";
+    }
+  }
+
   if (c.max_iov < 4096) {
     std::vector<::iovec> many(c.max_iov + 1, ::iovec{buf.data(), 1});
     Packet q;

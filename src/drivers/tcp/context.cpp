@@ -86,7 +86,7 @@ Result<driver::Properties> TcpContext::properties(const driver::Hints& hints) {
   caps.send_buf = true;
   caps.recv_buf = true;
   caps.recv_post = true;
-  caps.max_iov = 64;
+  caps.max_iov = TcpInstance::max_iov;
   caps.blocking_wait = true;
   caps.recv_any = true;
   caps.max_packet = recv_buffer_ - frame_header_size;

@@ -20,6 +20,8 @@ class TcpContext;
 
 class TcpInstance final : public driver::Instance {
  public:
+  /// Elements of an iovec post (the caps say so; gather() takes that many).
+  static constexpr std::uint32_t max_iov = 64;
   TcpInstance(TcpContext& ctx, driver::Track track);
   ~TcpInstance() override;
 

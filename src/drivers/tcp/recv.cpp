@@ -4,6 +4,7 @@
 // straight into the packet's memory, with the buffer behind it in the same
 // readv to catch the next header.
 #include "base/log.hpp"
+#include "driver/packet.hpp"
 #include "drivers/tcp/context.hpp"
 #include "drivers/tcp/gather.hpp"
 #include "drivers/tcp/instance.hpp"
@@ -37,13 +38,9 @@ Status TcpInstance::recv_post(driver::Packet& pkt) {
   }
   // One receive at a time (N7), and none while a buffer is out.
   if (rpkt_ != nullptr || buf_out_) return Status::invalid_argument;
-  if (pkt.form != driver::Packet::Form::iovec && pkt.form != driver::Packet::Form::data)
-    return Status::invalid_argument;
-  if (pkt.form == driver::Packet::Form::iovec &&
-      (pkt.iov_count > 64 || (pkt.iov_count > 0 && pkt.iov == nullptr)))
-    return Status::invalid_argument;
-  if (pkt.form == driver::Packet::Form::data && pkt.data == nullptr)
-    return Status::invalid_argument;
+  // Every element reachable and every chunk inside its data (a null base
+  // with a length crashed in the copy; a chunk past its data's end spun).
+  if (const Status st = driver::validate_post(pkt, max_iov, true); st != Status::ok) return st;
   rpkt_ = &pkt;
   rcap_ = packet_bytes(pkt);
   rfilled_ = 0;
@@ -87,7 +84,10 @@ Status TcpInstance::recv_buffer(driver::Packet& pkt) noexcept {
     // rbuf_ (a small-track packet always fits it).
     progress_recv();
   }
-  if (state_ != State::connected) return post_state();
+  if (state_ != State::connected) {
+    const Status st = post_state();  // ok while the connection is being set up
+    return st == Status::ok ? Status::in_progress : st;
+  }
   if (!in_frame_ || frame_left_ != frame_len_ || rtail_ - rhead_ < frame_len_)
     return Status::in_progress;  // not all here yet, or larger than the buffer
   pkt.form = driver::Packet::Form::buffer;

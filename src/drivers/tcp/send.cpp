@@ -90,13 +90,9 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
   if (const Status st = post_state(); st != Status::ok) return st;
   if (stage_state_ == Stage::lent) return Status::invalid_argument;         // post the buffer first
   if (pkt.driver_data[0] == mark_sending) return Status::invalid_argument;  // still queued
-  if (pkt.form != driver::Packet::Form::iovec && pkt.form != driver::Packet::Form::data)
-    return Status::invalid_argument;
-  if (pkt.form == driver::Packet::Form::iovec &&
-      (pkt.iov_count > 64 || (pkt.iov_count > 0 && pkt.iov == nullptr)))
-    return Status::invalid_argument;
-  if (pkt.form == driver::Packet::Form::data && pkt.data == nullptr)
-    return Status::invalid_argument;
+  // Every element reachable and every chunk inside its data (a null base
+  // with a length crashed in the copy; a chunk past its data's end spun).
+  if (const Status st = driver::validate_post(pkt, max_iov, true); st != Status::ok) return st;
   const std::size_t len = packet_bytes(pkt);
   if (len > max_packet_) return Status::invalid_argument;
   if (send_count_ == slots_.size()) return Status::no_resource;
