@@ -291,16 +291,28 @@ void TcpContext::accept_new() noexcept {
       if (errno == ECONNABORTED || errno == EINTR) continue;
       return;
     }
-    if (handshakes_.size() + parked_.size() >= max_handshakes_ && !handshakes_.empty()) {
-      // A peer writes its hello at once: the oldest connection still
-      // without one gives up its place rather than the newcomer, so silent
+    if (handshakes_.size() + parked_.size() >= max_handshakes_) {
+      // Hellos already sent are read first: those connections leave the
+      // queue (handed over or refused), and a real peer is never the one
+      // closed to make room.
+      handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
+                                       [this](Handshake& h) { return !read_hello(h); }),
+                        handshakes_.end());
+    }
+    if (handshakes_.size() + parked_.size() >= max_handshakes_) {
+      // A peer writes its hello at once: the oldest connection that sent
+      // nothing gives up its place rather than the newcomer, so silent
       // connections cannot shut real peers out for PIER_TCP_PARK_MS.
-      PIER_LOG(warn, "tcp",
-               "closing a connection that sent no hello: {} are waiting (PIER_TCP_BACKLOG)",
-               max_handshakes_);
-      unwatch(handshakes_.front().fd);
-      close_fd(handshakes_.front().fd);
-      handshakes_.erase(handshakes_.begin());
+      const auto silent = std::find_if(handshakes_.begin(), handshakes_.end(),
+                                       [](const Handshake& h) { return h.got == 0; });
+      if (silent != handshakes_.end()) {
+        PIER_LOG(warn, "tcp",
+                 "closing a connection that sent no hello: {} are waiting (PIER_TCP_BACKLOG)",
+                 max_handshakes_);
+        unwatch(silent->fd);
+        close_fd(silent->fd);
+        handshakes_.erase(silent);
+      }
     }
     if (handshakes_.size() + parked_.size() >= max_handshakes_) {
       PIER_LOG(warn, "tcp", "refusing a connection: {} are already waiting (PIER_TCP_BACKLOG)",

@@ -558,6 +558,44 @@ TEST(TcpHello, SilentConnectionsMakeWayForARealPeer) {
   for (int fd : silent) ::close(fd);
 }
 
+/// A real peer's hello is already in its socket when silent connections
+/// fill the backlog before this side looks: the oldest connection was
+/// closed to make room, and that was the real peer, its hello unread
+/// (found by a review). The hellos already sent are read first now, and
+/// only a connection that sent nothing gives up its place.
+TEST(TcpHello, AHelloAlreadySentIsNotEvictedBySilentConnections) {
+  config::ScopedSet backlog("TCP_BACKLOG", "2");
+  Node y = make_node();
+  ASSERT_TRUE(y.ctx);
+  Url fake;
+  fake.family = 6;  // larger than y's IPv4 url: y accepts
+  fake.port = 9;
+  fake.context_id = 79;
+  fake.address[15] = std::byte{1};
+  const UrlBytes fake_url = encode_url(fake);
+  auto iy = y.ctx->open_instance(Track::small);
+  ASSERT_TRUE(iy);
+  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
+  Result<Url> target = decode_url(y.url);
+  ASSERT_TRUE(target);
+  auto dial = [&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(target->port);
+    std::memcpy(&sin.sin_addr, target->address.data(), 4);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
+    return fd;
+  };
+  const int real = dial();
+  const auto hello = encode_hello_frame(Hello{Track::small, target->context_id, fake_url});
+  ASSERT_EQ(::send(real, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  const int silent[2] = {dial(), dial()};
+  EXPECT_EQ((*iy)->connect_wait(soon()), Status::ok);
+  for (int fd : silent) ::close(fd);
+  ::close(real);
+}
+
 TEST_F(TcpPair, KeepalivesFlowBothWaysOnAnIdleConnection) {
   config::ScopedSet often("TCP_KEEPALIVE_MS", "1");
   ASSERT_EQ(often.status(), Status::ok);
