@@ -19,7 +19,8 @@ bool atomic_legal(AtomicFn fn, ptl_op_t op, ptl_datatype_t type) noexcept;
 /// Applies `op` element-wise to `length` bytes at `target` with the
 /// initiator's `data`; `operand` (one element) for the conditional swaps and
 /// MSWAP. When `old` is non-null the prior target bytes are copied there
-/// first. A trailing partial element is ignored. False if illegal.
+/// first. A trailing partial element is ignored (the initiator refuses one,
+/// so only a hostile peer sends it). False if illegal.
 bool apply_atomic(ptl_op_t op, ptl_datatype_t type, void* target, const void* data,
                   const void* operand, std::size_t length, void* old) noexcept;
 

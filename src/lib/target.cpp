@@ -422,11 +422,13 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     return true;
   }
   Status s = Status::ok;
-  // R-L4, write after write: a small put behind writes still to be made
-  // (an atomic or a staged put, applied when they complete) is held in the
-  // bounce slot and written at its own completion, in arrival order.
+  // R-L4, write after write and write after read: a small put behind
+  // writes still to be made (an atomic or a staged put, applied when they
+  // complete; a fetching atomic also reads then) is held in the bounce slot
+  // and written at its own completion, in arrival order. Both limits count:
+  // an NI may order reads further than writes.
   m->held_put = h.op == wire::PortalsOp::put && !cross && late_writes_ > 0 &&
-                mlength <= ni.limits.max_waw_ordered_size;
+                mlength <= std::max(ni.limits.max_waw_ordered_size, ni.limits.max_war_ordered_size);
   m->late_write = atomic || m->held_put || (h.op == wire::PortalsOp::put && cross);
   if (m->late_write) ++late_writes_;
   if (h.op == wire::PortalsOp::put) {

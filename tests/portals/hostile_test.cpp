@@ -65,6 +65,8 @@ class Hostile : public ::testing::Test {
     Call c;
     c.options = PTL_NI_MATCHING | PTL_NI_LOGICAL;
     c.pid = PTL_PID_ANY;
+    c.has_limits = has_desired_;
+    c.limits = desired_;
     Reply r = lib_->call(Op::ni_init, c);
     ASSERT_EQ(r.rc, PTL_OK);
     ni_ = r.handle;
@@ -165,7 +167,9 @@ class Hostile : public ::testing::Test {
     return h;
   }
 
-  core::Rank ranks_ = 2;  ///< the LIB is rank 1, the raw peer rank 0
+  core::Rank ranks_ = 2;      ///< the LIB is rank 1, the raw peer rank 0
+  bool has_desired_ = false;  ///< the NI asks for desired_ as its limits
+  ptl_ni_limits_t desired_{};
   std::vector<std::unique_ptr<core::Core>> cores_;
   std::unique_ptr<Raw> raw_;
   std::unique_ptr<Lib> lib_;
@@ -342,6 +346,61 @@ TEST_F(Hostile, APutIsNotOvertakenByAnEarlierAtomic) {
   std::int64_t x = 0;
   std::memcpy(&x, target_.data(), 8);
   EXPECT_EQ(x, v) << "the atomic was applied after the later put";
+}
+
+/// An NI that orders writes after reads further than writes after writes
+/// (both are asked for, within pier's range of 8 to 64 bytes).
+class HostileWarBeyondWaw : public Hostile {
+ protected:
+  HostileWarBeyondWaw() {
+    has_desired_ = true;
+    desired_.max_entries = desired_.max_unexpected_headers = desired_.max_mds = 1024;
+    desired_.max_cts = desired_.max_eqs = desired_.max_list_size = 1024;
+    desired_.max_triggered_ops = 1024;
+    desired_.max_pt_index = 63;
+    desired_.max_iovecs = 64;
+    desired_.max_msg_size = 1 << 30;
+    desired_.max_atomic_size = desired_.max_fetch_atomic_size = 512;
+    desired_.max_volatile_size = 512;
+    desired_.max_waw_ordered_size = 8;
+    desired_.max_war_ordered_size = 64;
+  }
+};
+
+/// R-L4 write after read: a fetch-atomic, then a 16-byte put over the same
+/// bytes, both parsed in one pass. The fetch reads when it completes; the
+/// put, beyond max_waw_ordered_size but within max_war_ordered_size, was
+/// written at once, so the fetch returned the put's bytes and added to
+/// them (found by a review).
+TEST_F(HostileWarBeyondWaw, AFetchIsNotOvertakenByALaterPut) {
+  send(put(8, 1), 8);  // connects the two cores
+  ASSERT_TRUE(answers(1));
+  ASSERT_TRUE(drained());
+  auto sink = cores_[0]->validate(raw_->sink_bytes.data(), raw_->sink_bytes.size());
+  ASSERT_TRUE(sink);
+  raw_->sink = *sink;
+  const std::int64_t start = 5, v = 7;
+  std::memcpy(target_.data(), &start, 8);
+  std::memcpy(target_.data() + 8, &start, 8);
+  for (int i = 0; i < 2; ++i) std::memcpy(payload_.data() + 8 * i, &v, 8);
+  wire::PortalsHeader h;
+  h.op = wire::PortalsOp::fetch_atomic;
+  h.atomic_op = wire::AtomicOp::sum;
+  h.atomic_type = wire::AtomicType::int64;
+  h.length = 8;
+  h.cookie = 7;
+  send(h, 8);
+  send(put(16, 8), 16);
+  for (int i = 0; i < 20; ++i) (void)cores_[0]->progress();  // both out before the LIB runs
+  ASSERT_TRUE(answers(3));
+  ASSERT_TRUE(drained());
+  std::int64_t x = 0, fetched = 0;
+  std::memcpy(&x, target_.data(), 8);
+  EXPECT_EQ(x, v) << "the fetch was applied after the later put";
+  for (std::size_t i = 0; i < raw_->answers.size(); ++i)
+    if (raw_->answers[i].cookie == 7 && raw_->data[i].size() >= 8)
+      std::memcpy(&fetched, raw_->data[i].data(), 8);
+  EXPECT_EQ(fetched, start) << "the fetch read the later put's bytes";
 }
 
 class HostileThree : public Hostile {
