@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace pier::drivers::tcp {
 
@@ -432,9 +433,16 @@ Status TcpContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
   if (state_ != State::running)
     return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
   for (;;) {
-    const Status s = probe_once(ready, true, deadline);
+    bool lent_only = false;
+    const Status s = probe_once(ready, true, deadline, &lent_only);
     if (s != Status::in_progress) return s;
-    if (driver::Clock::now() >= deadline) return Status::timeout;
+    const auto now = driver::Clock::now();
+    if (now >= deadline) return Status::timeout;
+    // A socket stays readable while its instance has lent out its buffer
+    // (the bytes wait for the release): nap instead of spinning on it.
+    if (lent_only)
+      std::this_thread::sleep_for(
+          std::min<driver::Clock::duration>(std::chrono::microseconds(200), deadline - now));
   }
 }
 
@@ -448,8 +456,8 @@ Status TcpContext::cancel_any() {
   return Status::ok;
 }
 
-Status TcpContext::probe_once(driver::Instance** ready, bool block,
-                              driver::Deadline deadline) noexcept {
+Status TcpContext::probe_once(driver::Instance** ready, bool block, driver::Deadline deadline,
+                              bool* lent_only) noexcept {
   // Bytes already buffered first: the kernel does not report those.
   {
     std::lock_guard lock(mutex_);
@@ -469,6 +477,7 @@ Status TcpContext::probe_once(driver::Instance** ready, bool block,
   if (n < 0) return errno == EINTR ? Status::in_progress : Status::system_error;
   bool accepts = false;
   bool canceled = false;
+  bool lent = false, partial = false;
   TcpInstance* found = nullptr;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t tag = events[i].data.u64;
@@ -482,11 +491,16 @@ Status TcpContext::probe_once(driver::Instance** ready, bool block,
       // listed. One new at the same address gets a harmless extra look.
       auto* inst = static_cast<TcpInstance*>(events[i].data.ptr);
       std::lock_guard lock(mutex_);
-      if (std::find(instances_.begin(), instances_.end(), inst) != instances_.end() &&
-          inst->ready(true))
+      if (std::find(instances_.begin(), instances_.end(), inst) == instances_.end()) continue;
+      if (inst->ready(true))
         found = inst;
+      else if (inst->lent())
+        lent = true;
+      else
+        partial = true;  // a frame on its way: wait for the rest at once
     }
   }
+  if (lent_only) *lent_only = lent && !partial && found == nullptr && !accepts && !canceled;
   if (accepts) progress_accepts();
   if (found != nullptr) {
     *ready = found;

@@ -74,7 +74,10 @@ class TcpContext final : public driver::Context {
   /// Closes what waited longer than park_ms_ for its hello or its instance.
   void drop_stale() noexcept;
   TcpInstance* find_acceptor(const UrlBytes& url, driver::Track track) noexcept;
-  Status probe_once(driver::Instance** ready, bool block, driver::Deadline deadline) noexcept;
+  /// `lent_only` (if given) tells a wake-up by sockets whose instances
+  /// have lent out their buffer and so cannot be ready yet.
+  Status probe_once(driver::Instance** ready, bool block, driver::Deadline deadline,
+                    bool* lent_only = nullptr) noexcept;
   void close_fds() noexcept;
 
   State state_ = State::fresh;

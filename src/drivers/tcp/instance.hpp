@@ -46,6 +46,8 @@ class TcpInstance final : public driver::Instance {
   const UrlBytes& remote() const noexcept { return remote_; }
   bool attached() const noexcept { return state_ != State::idle; }
   bool awaiting_accept() const noexcept { return state_ == State::accepting; }
+  /// Its receive buffer is out with the caller: bytes wait in the socket.
+  bool lent() const noexcept { return buf_out_; }
   /// Takes an accepted connection whose hello named this instance.
   void adopt(int fd) noexcept;
   /// For receive-any: reads what the socket holds (when `read`) and tells

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <thread>
 
 namespace pier::drivers::tcp::test {
@@ -396,6 +397,43 @@ TEST_F(TcpPair, WaitAnyReportsAPostedReceiveThatCompleted) {
   EXPECT_EQ(ready, p.b.get());
   EXPECT_EQ(p.b->recv_poll(in.pkt), Status::ok);
   EXPECT_EQ(in.bytes, out.bytes);
+}
+
+/// A frame arrives while the caller still holds the instance's last
+/// buffer: the socket stays readable, the instance cannot be ready before
+/// the release, and wait_any spun on it until its deadline (found by a
+/// review). It naps now: far less CPU than the wait's length.
+TEST_F(TcpPair, WaitAnyDoesNotSpinWhileABufferIsLentOut) {
+  Pair p = connect_pair(x_, y_);
+  ASSERT_TRUE(p.a && p.b);
+  Buf out1(10, 1), out2(10, 2);
+  ASSERT_TRUE(is_success(p.a->send_post(out1.pkt)));
+  Packet held;
+  Status got = Status::in_progress;
+  for (auto until = soon(); got == Status::in_progress && Clock::now() < until;)
+    got = p.b->recv_poll(held);
+  ASSERT_EQ(got, Status::ok);
+  ASSERT_TRUE(is_success(p.a->send_post(out2.pkt)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // in b's socket now
+  auto cpu = [] {
+    ::timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+  };
+  driver::Instance* ready = nullptr;
+  const auto before = cpu();
+  EXPECT_EQ(y_.ctx->wait_any(&ready, Clock::now() + std::chrono::milliseconds(300)),
+            Status::timeout);
+  const auto used_ms = (cpu() - before) / 1000000;
+  EXPECT_LT(used_ms, 150) << "wait_any spun for its whole 300 ms";
+  EXPECT_EQ(p.b->recv_buf_release(held), Status::ok);
+  Packet next;
+  got = Status::in_progress;
+  for (auto until = soon(); got == Status::in_progress && Clock::now() < until;)
+    got = p.b->recv_poll(next);
+  ASSERT_EQ(got, Status::ok);
+  EXPECT_EQ(next.buf_len, 10u);
+  EXPECT_EQ(p.b->recv_buf_release(next), Status::ok);
 }
 
 TEST_F(TcpPair, CancelAnyEndsAWaitInAnotherThread) {
