@@ -528,7 +528,7 @@ int PtlEQWait(ptl_handle_eq_t eq, ptl_event_t* event) {
 int PtlEQPoll(const ptl_handle_eq_t* eqs, unsigned int size, ptl_time_t timeout, ptl_event_t* event,
               unsigned int* which) {
   if (!pier::capi::state()) return PTL_NO_INIT;
-  if (!eqs || size == 0) return PTL_ARG_INVALID;
+  if (!eqs || size == 0 || !event) return PTL_ARG_INVALID;  // an event taken would be lost
   return pier::capi::wait_for([&] { return eq_poll_once(eqs, size, event, which); }, PTL_EQ_EMPTY,
                               timeout);
 }

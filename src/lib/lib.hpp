@@ -316,6 +316,8 @@ class Lib final : public core::Client, public nal::Lib {
     return m->stage_count ? std::size_t{m->stage} * stage_block : bounce_offset(m);
   }
   void disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept;
+  /// PT_DISABLED of index `index` (R-F3), now.
+  void post_pt_disabled(Pt& pt, ptl_pt_index_t index) noexcept;
   // initiator.cpp
   int move(const Call& c, Reply& r) noexcept;
   int check_move(const Move& mv, Ni** ni_out) noexcept;

@@ -297,6 +297,9 @@ struct Pt {
   List<Unexpected> unexpected;
   List<Unexpected> claimed;  ///< taken while their data lands (finish_claim)
   std::uint32_t inflight = 0;
+  /// A flow-control disable's PT_DISABLED waits for the messages already
+  /// matched to post their events first (R-F3).
+  bool disabled_owed = false;
 };
 
 /// Status registers and limits of one NI.

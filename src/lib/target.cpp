@@ -176,10 +176,20 @@ void Lib::disable_for_flow(Ni& ni, ptl_pt_index_t index, Entry* cause) noexcept 
   Pt& pt = ni.pts[index];
   if (!pt.enabled) return;
   pt.enabled = false;
-  // R-F3: one PT_DISABLED per disable. Messages already matched keep going;
-  // their events were reserved when they matched (Eq::owed), so posting
-  // now is safe.
+  // R-F3: one PT_DISABLED per disable, once the messages already matched
+  // have finished: a recovery takes it to mean every earlier message on the
+  // index has reported. (Their events' places were reserved when they
+  // matched, Eq::owed; this one has slots of its own.)
   if (cause && (cause->options & PTL_ME_EVENT_FLOWCTRL_DISABLE)) return;
+  if (pt.inflight > 0) {
+    pt.disabled_owed = true;
+    return;
+  }
+  post_pt_disabled(pt, index);
+}
+
+void Lib::post_pt_disabled(Pt& pt, ptl_pt_index_t index) noexcept {
+  pt.disabled_owed = false;
   ptl_event_t ev{};
   ev.type = PTL_EVENT_PT_DISABLED;
   ev.pt_index = index;
@@ -623,7 +633,7 @@ void Lib::complete_target(Msg* m, ptl_ni_fail_t fail) noexcept {
     }
   }
   --e->pending;
-  --pt.inflight;
+  if (--pt.inflight == 0 && pt.disabled_owed) post_pt_disabled(pt, m->ev.pt_index);
   // R-E4: AUTO_UNLINK after the comm events, of every message in flight
   // into the entry (a rendezvous that matched earlier may land later).
   if (m->unlink_after) e->unlink_owed = true;

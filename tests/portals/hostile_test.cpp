@@ -779,6 +779,46 @@ class Landing : public Hostile {
   }
 };
 
+/// R-F3: a flow-controlled index's PT_DISABLED comes once the messages
+/// already matched on it have finished. A rendezvous put still landing,
+/// then a put that matches nothing: the PT_DISABLED came first, before the
+/// landing put's PUT (found by a review).
+TEST_F(Landing, R_F3_DisabledComesAfterTheEventsOfMessagesAlreadyMatched) {
+  const std::uint32_t eq = make_eq();
+  Call c;
+  c.handle = ni_;
+  c.handle2 = eq;
+  c.pt_index = 1;
+  c.options = PTL_PT_FLOWCTRL;
+  ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
+  std::vector<std::byte> land(payload_.size());
+  c = Call{};
+  c.handle = ni_;
+  c.pt_index = 1;
+  c.is_me = true;
+  c.list = PTL_PRIORITY_LIST;
+  c.me = entry(land.data(), land.size(), PTL_ME_OP_PUT, 0x61, 0, PTL_CT_NONE);
+  ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
+  ASSERT_EQ(next(eq, 1).type, PTL_EVENT_LINK);
+  auto h = put(payload_.size(), 1);  // by rendezvous: lands when the raw core runs
+  h.pt_index = 1;
+  h.match_bits = 0x61;
+  send(h, payload_.size());
+  h = put(8, 2);  // matches nothing: disables the index
+  h.pt_index = 1;
+  h.match_bits = 0x99;
+  send(h, 8);
+  for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();  // out, before any answer
+  EXPECT_EQ(next(eq, 1, 2000).type, static_cast<ptl_event_kind_t>(0xff))
+      << "an event before the matched put landed";
+  const ptl_event_t first = next(eq, -1), second = next(eq, -1);
+  EXPECT_EQ(first.type, PTL_EVENT_PUT);
+  EXPECT_EQ(first.match_bits, 0x61u);
+  EXPECT_EQ(second.type, PTL_EVENT_PT_DISABLED);
+  EXPECT_EQ(next(eq, -1, 200).type, static_cast<ptl_event_kind_t>(0xff)) << "one PT_DISABLED";
+  EXPECT_TRUE(drained());
+}
+
 TEST_F(Landing, TakersOfHeadersStillLandingHearOfThemWhenTheDataIsThere) {
   const std::uint32_t eq = make_eq();
   Call c;

@@ -78,6 +78,19 @@ TEST_F(Queues, R_Q4_PollTimesOutEmptyAndNamesTheQueue) {
   EXPECT_EQ(PtlEQPoll(eqs, 0, 0, &ev, &which), PTL_ARG_INVALID);
 }
 
+/// A poll without room for the event is refused and takes nothing (it
+/// took the event off the queue and dropped it; found by a review).
+TEST_F(Queues, APollWithoutAnEventToFillLosesNothing) {
+  ptl_handle_eq_t eq;
+  ASSERT_EQ(PtlEQAlloc(ni_, 4, &eq), PTL_OK);
+  links(eq, 1);
+  unsigned which = 0;
+  EXPECT_EQ(PtlEQPoll(&eq, 1, 0, nullptr, &which), PTL_ARG_INVALID);
+  ptl_event_t ev{};
+  ASSERT_EQ(PtlEQGet(eq, &ev), PTL_OK);
+  EXPECT_EQ(ev.type, PTL_EVENT_LINK);
+}
+
 TEST_F(Queues, R_Q5_PollAcrossNIsIsInvalid) {
   ptl_handle_ni_t other;
   ASSERT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, PTL_NI_NO_MATCHING | PTL_NI_PHYSICAL, PTL_PID_ANY, nullptr,
