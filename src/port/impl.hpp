@@ -300,9 +300,10 @@ class Port::Impl {
   // ---- receiver side (recv.cpp)
   void on_arrival(const core::Arrival& a, const wire::PortHeader& h) noexcept;
   void on_slot_finalized(Slot* slot, Status s) noexcept;
-  /// A receive whose data cannot land: its buffer is provided again and
-  /// its event slot skipped.
+  /// A receive whose data cannot land: its event slot is skipped, and its
+  /// buffer provided again when the slot leaves the ring (reprovide).
   void withdraw_receive(Slot* slot) noexcept;
+  void reprovide(const Event& e) noexcept;
   Status provide(std::byte* ptr, unsigned size, std::uint8_t priority, std::uint8_t tag) noexcept;
   void flush_acks() noexcept;
   void serve_streams() noexcept;

@@ -206,10 +206,13 @@ Slot* Port::Impl::next_ready(Ring** from) noexcept {
     while (h && h->flushed) {  // ready, never handed out
       // A canceled alarm's record was kept until now: each alarm record
       // stands for at most one slot, which is what bounds the ring.
-      if (h->event.type == PIER_PORT_ALARM_EVENT)
+      if (h->event.type == PIER_PORT_ALARM_EVENT) {
         if (AlarmRec* rec =
                 alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(h->event.internal_)))
           alarms.release(rec);
+      } else if (is_receive_event(h->event.type)) {
+        reprovide(h->event);  // a withdrawn receive: its buffer is free now
+      }
       --ready_events;
       r.pop();
       h = r.head();

@@ -257,6 +257,11 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
         region = *r;
       }
       Slot* slot = rings[1 + h.priority].reserve(next_seq++);
+      if (slot == nullptr) {  // cannot happen: one slot per token
+        PIER_LOG(error, "port", "port {}: receive ring full", id);
+        free_buffers[h.priority][h.size_class].push_front(b);
+        return false;  // held: tried again later
+      }
       Event& e = slot->event;
       e = Event{};
       e.type = receive_type(h.priority, h.sending_port == id, fast);
@@ -488,22 +493,24 @@ void Port::Impl::on_slot_finalized(Slot* slot, Status s) noexcept {
 
 void Port::Impl::withdraw_receive(Slot* slot) noexcept {
   // The message is lost (its sender died mid-transfer): its bytes never all
-  // landed, so no receive event may claim them. The buffer is provided
-  // again, first in line as it was, and its token stays with pier; the
-  // event's place in the ring is skipped.
-  const Event& e = slot->event;
-  if (!closed && e.buffer != nullptr) {
-    if (Buffer* b = buffers.acquire()) {  // the pool holds one per token: never empty here
-      b->ptr = static_cast<std::byte*>(e.buffer);
-      b->size = e.size;
-      b->priority = e.priority;
-      b->tag = e.tag;
-      free_buffers[e.priority][e.size].push_front(b);
-      if (waiting > 0) buffers_added = true;
-    }
-  }
+  // landed, so no receive event may claim them. The slot is skipped; its
+  // buffer is provided again when the slot leaves the ring (reprovide), not
+  // now: the rings hold one slot per token, and a buffer back in use while
+  // its old slot still waits behind an older one would find them full.
   slot->flushed = true;
   mark_ready(slot);
+}
+
+void Port::Impl::reprovide(const Event& e) noexcept {
+  if (closed || e.buffer == nullptr) return;
+  Buffer* b = buffers.acquire();  // the pool holds one per token: never empty here
+  if (b == nullptr) return;
+  b->ptr = static_cast<std::byte*>(e.buffer);
+  b->size = e.size;
+  b->priority = e.priority;
+  b->tag = e.tag;
+  free_buffers[e.priority][e.size].push_front(b);  // first in line, as it was
+  if (waiting > 0) buffers_added = true;
 }
 
 void Port::Impl::close_receiver() noexcept {

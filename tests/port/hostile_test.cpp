@@ -451,6 +451,69 @@ TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
 /// Resumes repeated behind a held arrival share one held entry (each is
 /// still answered, in order); and when the peer dies, what the port held of
 /// it gives its core messages back instead of keeping them for ever.
+/// A receive whose sender died mid-transfer is withdrawn (no event); its
+/// buffer went back to the free list at once, while its slot stayed in the
+/// event ring behind an older receive still landing. The next arrival took
+/// the buffer and found the ring full: reserve() gave null and deliver()
+/// wrote through it (found by a review). The buffer now returns when its
+/// slot leaves the ring, so the rings keep one slot per token.
+TEST(PortHostile, AWithdrawnReceiveKeepsItsPlaceUntilItsSlotLeaves) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet eager("CORE_EAGER_LIMIT", "1K");  // 4 KiB messages: rendezvous
+  config::ScopedSet tokens("PORT_RECV_TOKENS", "2");  // event rings of two slots
+  auto cores = connected_cores(4);                    // 1 receives; 0 stalls, 2 dies, 3 sends after
+  ASSERT_EQ(cores.size(), 4u);
+  std::vector<std::unique_ptr<Raw>> raws(4);
+  for (core::Rank r : {0u, 2u, 3u}) {
+    raws[r] = std::make_unique<Raw>(*cores[r]);
+    ASSERT_EQ(cores[r]->attach(wire::Upper::port, raws[r].get(), wire::PortHeader::size),
+              Status::ok);
+  }
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    constexpr unsigned size = 13;  // holds 4 KiB
+    std::vector<std::byte> bufs[2] = {buffer_for(size), buffer_for(size)};
+    for (auto& buf : bufs) ASSERT_EQ(b.provide(buf.data(), size, Priority::low), Status::ok);
+    std::vector<std::byte> data = pattern(4096, 5);
+    auto rts_from = [&](core::Rank r, std::uint16_t sport) {
+      wire::PortHeader h;
+      h.kind = wire::PortKind::send;
+      h.size_class = size;
+      h.sending_port = sport;
+      h.receiving_port = 2;
+      h.length = 4096;
+      ASSERT_EQ(raws[r]->send(h, &data), Status::ok);
+      for (int i = 0; i < 4; ++i) (void)cores[r]->progress();  // the request leaves
+      for (int i = 0; i < 200; ++i) b.step();                  // and is matched
+    };
+    rts_from(0, 1);  // lands only when core 0 runs again: never, here
+    rts_from(2, 1);  // its sender dies before the data
+    raws[2].reset();
+    cores[2].reset();
+    for (int i = 0; i < 2000; ++i) b.step();
+    EXPECT_TRUE(b.received.empty());
+    rts_from(3, 1);  // must wait for a buffer, not take the withdrawn one's
+    EXPECT_TRUE(b.received.empty());
+    b.check_tokens();
+    // Core 0 runs: its message lands and is handed out; the withdrawn slot
+    // then leaves the ring, its buffer takes core 3's message.
+    for (int i = 0; i < 20000 && b.received.size() < 2; ++i) {
+      b.step();
+      (void)cores[0]->progress();
+      (void)cores[3]->progress();
+    }
+    ASSERT_EQ(b.received.size(), 2u);
+    for (const Received& r : b.received) EXPECT_TRUE(r.data == data);
+    EXPECT_EQ(b.received[0].event.sender_node_id, 0u);
+    EXPECT_EQ(b.received[1].event.sender_node_id, 3u);
+  }
+  node->reset();
+  raws.clear();
+  cores.clear();
+}
+
 TEST(PortHostile, RepeatedControlsShareAnEntryAndADeadPeersArrivalsAreReleased) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   config::ScopedSet held("PORT_HELD", "1");  // raised to 2 x CORE_RECV_MSGS + 1
