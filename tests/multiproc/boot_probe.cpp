@@ -22,6 +22,8 @@
 //   boot_probe queryflood            says hello, then sends queries for
 //                                    1.5 s without reading the answers and
 //                                    prints how much pier-run grew
+//   boot_probe stubborn              leaves a child that ignores SIGTERM
+//                                    running, and exits
 //   boot_probe impostor              (root) a child that became `nobody`
 //                                    connects to pier-run's socket and
 //                                    reports whether it was closed at once;
@@ -316,6 +318,19 @@ int main(int argc, char** argv) {
   if (mode == "flood")
     if (int rc = flood(my_rank); rc != 0) return rc;
   if (mode == "queryflood") return query_flood(my_rank, size);
+  if (mode == "stubborn") {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      std::signal(SIGTERM, SIG_IGN);
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+      std::this_thread::sleep_for(std::chrono::seconds(100));
+      ::_exit(0);
+    }
+    fmt::print("probe rank {}: left pid {} running\n", my_rank, child);
+    return child > 0 ? 0 : 2;
+  }
   if (mode == "claim" && my_rank != target)
     if (int rc = claim(my_rank, size, target); rc != 0) return rc;
   if (mode == "claim" && my_rank == target) std::this_thread::sleep_for(std::chrono::seconds(1));

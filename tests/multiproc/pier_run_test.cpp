@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -278,11 +279,38 @@ TEST(PierRun, WhatRanksLeaveRunningEndsWithTheJob) {
     pids.push_back(static_cast<pid_t>(std::strtol(o.output.c_str() + at + 8, nullptr, 10)));
   ASSERT_EQ(pids.size(), 2u) << o.output;
   for (pid_t p : pids) {
-    const bool gone = p > 1 && ::kill(p, 0) != 0 && errno == ESRCH;
-    if (!gone && p > 1) ::kill(p, SIGKILL);  // the test leaves nothing behind either
-    EXPECT_TRUE(gone) << "pid " << p << " outlived the job\n" << o.output;
+    // Still there, and still our sleep (the pid may have been reused since).
+    std::string command;
+    if (std::FILE* f = std::fopen(("/proc/" + std::to_string(p) + "/cmdline").c_str(), "r")) {
+      char text[64] = {};
+      command.assign(text, std::fread(text, 1, sizeof text - 1, f));
+      std::fclose(f);
+    }
+    const bool outlived = p > 1 && command.rfind("sleep", 0) == 0;
+    if (outlived) ::kill(p, SIGKILL);  // the test leaves nothing behind either
+    EXPECT_FALSE(outlived) << "pid " << p << " outlived the job\n" << o.output;
   }
   EXPECT_TRUE(has(o, "the ranks left 2 processes running; terminating them")) << o.output;
+}
+
+/// A leftover that ignores SIGTERM waits for SIGKILL at the end of the
+/// grace; pier-run spun meanwhile (its wake-up time was already past).
+TEST(PierRun, WaitingForALeftoverToDieDoesNotSpin) {
+  ::rusage before{}, after{};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &before), 0);
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "1", "--kill-grace", "2", BOOT_PROBE_PATH, "stubborn"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = run_command(spec);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &after), 0);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_TRUE(has(o, "the ranks left 1 process running")) << o.output;
+  EXPECT_GE(took, std::chrono::milliseconds(1500)) << "the grace was not waited for";
+  auto ms = [](const ::timeval& t) { return t.tv_sec * 1000L + t.tv_usec / 1000; };
+  const long used =
+      ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
+  EXPECT_LT(used, 500) << "pier-run used " << used << " ms of CPU in a 2 s grace";
 }
 
 TEST(PierRun, MissingProgramIsReported) {

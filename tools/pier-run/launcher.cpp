@@ -223,6 +223,11 @@ class Job {
   /// these; SIGKILL goes at the deadline.
   std::vector<pid_t> terminated_;
   Clock::time_point leftover_deadline_ = Clock::time_point::max();
+  std::vector<pid_t> leftovers_;  ///< as last read from /proc
+  Clock::time_point leftovers_seen_{};
+  /// Children this process had before it spawned a rank (a shell's, when it
+  /// exec'd pier-run): not the job's, never signalled.
+  std::vector<pid_t> inherited_;
   bool said_out_of_descriptors_ = false;
 };
 
@@ -366,6 +371,7 @@ int Job::run() {
   if (!block_signals() || !listen_socket() || !pmi_.start()) return exit_cannot_start;
   // What a rank leaves running when it exits becomes ours, not init's:
   // it ends with the job.
+  inherited_ = own_children({});
   if (!become_subreaper())
     say("cannot become the ranks' subreaper; what they leave running may outlive the job");
   if (opt_.timeout_s > 0)
@@ -400,11 +406,18 @@ void Job::signal_job(int sig) {
       ranks.push_back(r.pid);
     }
   // And what ranks that exited before left running (ours as subreaper).
+  ranks.insert(ranks.end(), inherited_.begin(), inherited_.end());
   for (pid_t p : own_children(ranks)) ::kill(p, sig);
 }
 
 bool Job::end_leftovers(Clock::time_point now) {
-  const std::vector<pid_t> left = own_children({});
+  // /proc is read at most every 100 ms: output arriving wakes this loop
+  // often, and each read visits every process of the host.
+  if (now - leftovers_seen_ >= std::chrono::milliseconds(100)) {
+    leftovers_ = own_children(inherited_);
+    leftovers_seen_ = now;
+  }
+  const std::vector<pid_t>& left = leftovers_;
   if (left.empty()) return false;
   const auto grace =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.kill_grace_s));
@@ -461,6 +474,7 @@ void Job::reap() {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    leftovers_seen_ = {};  // a pid reaped may be reused: no signal from an old list
     for (std::uint32_t i = 0; i < ranks_.size(); ++i) {
       Rank& r = ranks_[i];
       if (r.pid != pid || !r.running) continue;
@@ -672,10 +686,11 @@ void Job::loop() {
     // Wake at least once a second: SIGCHLD is coalesced, reaping is cheap.
     Clock::time_point wake = now + std::chrono::seconds(1);
     wake = std::min(wake, job_deadline_);
-    wake = std::min(wake, drain_deadline_);
+    if (now < drain_deadline_) wake = std::min(wake, drain_deadline_);
     if (ending_ && !killed_hard_) wake = std::min(wake, kill_deadline_);
     if (now < accept_paused_until_) wake = std::min(wake, accept_paused_until_);
     if (now < leftover_deadline_) wake = std::min(wake, leftover_deadline_);
+    if (!leftovers_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(100));
     const int n = ::poll(fds.data(), fds.size(), boot::poll_timeout_ms(wake));
     if (n <= 0) continue;
     for (std::size_t i = 0; i < fds.size(); ++i) {
