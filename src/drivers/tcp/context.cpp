@@ -304,8 +304,11 @@ void TcpContext::accept_new() noexcept {
       // A peer writes its hello at once: the oldest connection that sent
       // nothing gives up its place rather than the newcomer, so silent
       // connections cannot shut real peers out for PIER_TCP_PARK_MS.
-      const auto silent = std::find_if(handshakes_.begin(), handshakes_.end(),
-                                       [](const Handshake& h) { return h.got == 0; });
+      // (Failing that, the oldest: a few bytes of a hello that never ends
+      // must not hold a place for ever either; a real hello comes whole.)
+      auto silent = std::find_if(handshakes_.begin(), handshakes_.end(),
+                                 [](const Handshake& h) { return h.got == 0; });
+      if (silent == handshakes_.end()) silent = handshakes_.begin();
       if (silent != handshakes_.end()) {
         PIER_LOG(warn, "tcp",
                  "closing a connection that sent no hello: {} are waiting (PIER_TCP_BACKLOG)",
@@ -464,6 +467,10 @@ Status TcpContext::probe_once(driver::Instance** ready, bool block, driver::Dead
     const std::size_t n = instances_.size();
     for (std::size_t k = 0; k < n; ++k) {
       TcpInstance* inst = instances_[(next_probe_ + k) % n];
+      // Bytes a buffer send left queued go on here too: a caller that only
+      // probes (the core, for rails it polls through probe_any) would
+      // otherwise leave a frame half sent while it waits for the answer.
+      inst->push_sends();
       if (inst->track() == driver::Track::small && inst->ready(false)) {
         next_probe_ = (next_probe_ + k + 1) % n;
         *ready = inst;

@@ -267,7 +267,7 @@ void TcpInstance::tick() noexcept {
   // What the socket did not take yet goes on with every poll: a buffer
   // send answers ok at once, and a caller that then only receives (waiting
   // for the answer) would leave the rest of the frame unsent for ever.
-  if (send_count_ != 0 && state_ == State::connected) progress_send();
+  push_sends();
   // The clock is read once every 256 polls, so an idle-but-polled
   // connection sends a keep-alive and a dead host is noticed through
   // TCP_USER_TIMEOUT even when the caller has nothing to send.

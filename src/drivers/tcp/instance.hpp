@@ -48,6 +48,10 @@ class TcpInstance final : public driver::Instance {
   bool awaiting_accept() const noexcept { return state_ == State::accepting; }
   /// Its receive buffer is out with the caller: bytes wait in the socket.
   bool lent() const noexcept { return buf_out_; }
+  /// Writes what the socket takes of the queued sends.
+  void push_sends() noexcept {
+    if (send_count_ != 0 && state_ == State::connected) progress_send();
+  }
   /// Takes an accepted connection whose hello named this instance.
   void adopt(int fd) noexcept;
   /// For receive-any: reads what the socket holds (when `read`) and tells

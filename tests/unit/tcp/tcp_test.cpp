@@ -507,6 +507,34 @@ TEST_F(TcpPair, NobodyListeningMeansBroken) {
   }
 }
 
+/// As above, for a sender that only probes its context (the core polls
+/// its tcp rails through probe_any): the rest of the frame goes on from
+/// the probe.
+TEST_F(TcpPair, ABufferSendGoesOnFromProbesOfItsContext) {
+  config::ScopedSet small("TCP_SOCKET_BUFFER", "64k");
+  config::ScopedSet large("TCP_RECV_BUFFER", "4M");
+  Node a = make_node(), b = make_node();
+  Pair p = connect_pair(a, b);
+  ASSERT_TRUE(p.a && p.b);
+  constexpr std::size_t len = 2u << 20;
+  Packet out;
+  ASSERT_EQ(p.a->send_buf_get(out), Status::ok);
+  ASSERT_GE(out.buf_len, len);
+  std::memset(out.buf, 0x3c, len);
+  ASSERT_EQ(p.a->send_buf_post(out, len), Status::ok);
+  Status got = Status::in_progress;
+  Packet in;
+  const auto deadline = soon(5000);
+  while (Clock::now() < deadline && got == Status::in_progress) {
+    got = p.b->recv_poll(in);
+    driver::Instance* ready = nullptr;
+    (void)a.ctx->probe_any(&ready);
+  }
+  ASSERT_EQ(got, Status::ok) << "the frame never finished";
+  EXPECT_EQ(in.buf_len, len);
+  EXPECT_EQ(p.b->recv_buf_release(in), Status::ok);
+}
+
 TEST_F(TcpPair, ABufferReceiveBeforeTheConnectionIsUpHasNothing) {
   // An instance still waiting for its peer answered a buffer receive ok,
   // with no buffer in the packet (found by a review).
@@ -631,6 +659,49 @@ TEST(TcpHello, AHelloAlreadySentIsNotEvictedBySilentConnections) {
   const int silent[2] = {dial(), dial()};
   EXPECT_EQ((*iy)->connect_wait(soon()), Status::ok);
   for (int fd : silent) ::close(fd);
+  ::close(real);
+}
+
+/// Connections that send a byte of a hello and stop were never closed to
+/// make room (only those that sent nothing were): a few of them kept real
+/// peers out for PIER_TCP_PARK_MS (found by a review).
+TEST(TcpHello, HalfSentHellosDoNotShutOutARealPeer) {
+  config::ScopedSet backlog("TCP_BACKLOG", "2");
+  Node y = make_node();
+  ASSERT_TRUE(y.ctx);
+  Url fake;
+  fake.family = 6;  // larger than y's IPv4 url: y accepts
+  fake.port = 9;
+  fake.context_id = 80;
+  fake.address[15] = std::byte{1};
+  const UrlBytes fake_url = encode_url(fake);
+  auto iy = y.ctx->open_instance(Track::small);
+  ASSERT_TRUE(iy);
+  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
+  Result<Url> target = decode_url(y.url);
+  ASSERT_TRUE(target);
+  auto dial = [&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(target->port);
+    std::memcpy(&sin.sin_addr, target->address.data(), 4);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
+    return fd;
+  };
+  const auto hello = encode_hello_frame(Hello{Track::small, target->context_id, fake_url});
+  int partial[2];
+  for (int& fd : partial) {
+    fd = dial();
+    ASSERT_EQ(::send(fd, hello.data(), 1, 0), 1);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<std::byte> url;
+  (void)y.ctx->incoming(url);  // both taken in, one byte each read: the backlog is full
+  const int real = dial();
+  ASSERT_EQ(::send(real, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  EXPECT_EQ((*iy)->connect_wait(soon()), Status::ok);
+  for (int fd : partial) ::close(fd);
   ::close(real);
 }
 
