@@ -290,7 +290,10 @@ void PtlFini(void) {
 void PtlAbort(void) {
   if (!pier::capi::raise_abort()) return;
   pier::capi::Pin pin;
-  if (State* s = pin.get()) s->lib->notifier().bump();
+  if (State* s = pin.get()) {
+    s->lib->notifier().bump();
+    s->core->wake();  // a waiter asleep in a driver hears of it now, not at its turn's end
+  }
 }
 
 }  // extern "C"
