@@ -171,7 +171,18 @@ int PtlNIInit(ptl_interface_t iface, unsigned int options, ptl_pid_t pid,
     c.limits = *desired;
   }
   Reply r;
-  int rc = call(Op::ni_init, c, &r);
+  // The same NI, finalized with messages still in flight, keeps its place
+  // until they end: they are progressed here (without the progress thread
+  // nobody else would) for up to 2 s before the call gives up.
+  constexpr int still_dying = -1;  // no Portals code
+  int rc = pier::capi::wait_for(
+      [&] {
+        r = Reply{};
+        const int got = call(Op::ni_init, c, &r);
+        return got == PTL_NO_SPACE && r.busy ? still_dying : got;
+      },
+      still_dying, 2000);
+  if (rc == still_dying) rc = PTL_NO_SPACE;
   if (rc == PTL_OK) {
     *ni_handle = r.handle;
     if (actual) *actual = r.limits;

@@ -373,7 +373,10 @@ int Lib::ni_init(const Call& c, Reply& r) noexcept {
     r.handle = ni.handle;
     return PTL_OK;
   }
-  if (ni.dying) return PTL_NO_SPACE;  // the previous NI still has messages in flight
+  if (ni.dying) {  // the previous NI still has messages in flight
+    r.busy = true;
+    return PTL_NO_SPACE;
+  }
   if (c.pid != PTL_PID_ANY && c.pid != pid_) return PTL_ARG_INVALID;
   ni = Ni{};
   ni.index = index;

@@ -162,6 +162,24 @@ TEST_P(Stress, NIFiniWithMessagesInFlight) {
   ni_ = PTL_INVALID_HANDLE;
 }
 
+/// The same NI initialized again right after a PtlNIFini that left messages
+/// in flight: PTL_NO_SPACE for as long as they lasted, and with nothing
+/// progressing them (no progress thread), for ever (found by a review).
+/// PtlNIInit now progresses them for up to 2 s.
+TEST_P(Stress, NIInitAfterFiniWithMessagesInFlight) {
+  static char big[256 << 10];
+  append(me(big, sizeof big, PTL_ME_OP_PUT));
+  (void)next_event(teq_);
+  ptl_handle_md_t md = bind(big, sizeof big);
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(PtlPut(md, 0, sizeof big, PTL_ACK_REQ, self_, pt_, 0, 0, nullptr, 0), PTL_OK);
+  ASSERT_EQ(PtlNIFini(ni_), PTL_OK);
+  ni_ = PTL_INVALID_HANDLE;
+  const unsigned options = PTL_NI_MATCHING | (logical() ? PTL_NI_LOGICAL : PTL_NI_PHYSICAL);
+  ptl_ni_limits_t limits{};
+  EXPECT_EQ(PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, nullptr, &limits, &ni_), PTL_OK);
+}
+
 // A burst of puts to oneself, far more than the LIB has message states:
 // PtlPut may answer PTL_NO_SPACE (retried after progress), but a put it
 // accepted is never dropped at the target for want of a state.
