@@ -330,7 +330,16 @@ int Lib::search(const Call& c, Reply&) noexcept {
   probe.match_id = c.me.match_id;
   probe.match_bits = c.me.match_bits;
   probe.ignore_bits = c.me.ignore_bits;
-  probe.buffer.length = (c.me.options & PTL_IOVEC) ? ~ptl_size_t{0} : c.me.length;
+  // The same length an append would give the entry (no-truncate compares
+  // against it): an iovec entry holds the sum of its elements.
+  probe.buffer.length = c.me.length;
+  if (c.me.options & PTL_IOVEC) {
+    const auto* iov = static_cast<const ptl_iovec_t*>(c.me.start);
+    ptl_size_t total = 0;
+    for (ptl_size_t i = 0; iov != nullptr && i < c.me.length; ++i)
+      total = iov[i].iov_len > ~ptl_size_t{0} - total ? ~ptl_size_t{0} : total + iov[i].iov_len;
+    probe.buffer.length = total;
+  }
   bool once = c.me.options & PTL_ME_USE_ONCE;
   bool only = c.search_op == PTL_SEARCH_ONLY;
   const bool counting = probe.ct && (probe.options & PTL_ME_EVENT_CT_OVERFLOW);

@@ -294,7 +294,7 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     // Offsets are addresses: the null page is no memory of this process.
     ptl_size_t at = (e->options & PTL_ME_MANAGE_LOCAL) ? e->local_offset : h.remote_offset;
     if (at < e->buffer.first && h.length > 0) {
-      ++ni.status[PTL_SR_OPERATION_VIOLATIONS];
+      ++ni.status[PTL_SR_DROP_COUNT];  // R-S1: neither a permission nor an operation violation
       return refuse(a, h, wire::NiFail::segv);
     }
   }

@@ -205,6 +205,36 @@ TEST_P(Data, R_C9_SearchCountsAndSearchDelete) {
   EXPECT_EQ(PtlMESearch(ni_, pt_, &probe, 2, nullptr), PTL_ARG_INVALID);
 }
 
+/// A search runs the same match as an append: an iovec entry with
+/// PTL_ME_NO_TRUNCATE does not take a header longer than its elements
+/// hold. The search took it (it checked against an unbounded length) and a
+/// later append of the same entry then found nothing (found by a review).
+TEST_P(Data, R_U4_ASearchWithAnIovecEntryHonoursNoTruncate) {
+  std::array<char, 256> over{}, src{};
+  append(me(over.data(), over.size(), PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 0, ~0ull),
+         PTL_OVERFLOW_LIST);
+  (void)next_event(teq_);
+  auto md = bind(src.data(), src.size());
+  put_acked(md, 100, 9);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
+  std::array<char, 64> a{}, b{};
+  ptl_iovec_t iov[2] = {{a.data(), 32}, {b.data(), 32}};  // 64 bytes in all
+  ptl_me_t probe = me(iov, 2, PTL_ME_OP_PUT | PTL_IOVEC | PTL_ME_NO_TRUNCATE, 9);
+  for (ptl_search_op_t op : {PTL_SEARCH_ONLY, PTL_SEARCH_DELETE}) {
+    ASSERT_EQ(PtlMESearch(ni_, pt_, &probe, op, nullptr), PTL_OK);
+    const ptl_event_t s = next_event(teq_);
+    EXPECT_EQ(s.type, PTL_EVENT_SEARCH) << op;
+    EXPECT_EQ(s.ni_fail_type, PTL_NI_NO_MATCH) << op;
+  }
+  // Still there for an entry that holds it.
+  std::array<char, 128> room{};
+  ptl_me_t fits = me(room.data(), room.size(), PTL_ME_OP_PUT, 9);
+  ASSERT_EQ(PtlMESearch(ni_, pt_, &fits, PTL_SEARCH_ONLY, nullptr), PTL_OK);
+  const ptl_event_t s = next_event(teq_);
+  EXPECT_EQ(s.type, PTL_EVENT_SEARCH);
+  EXPECT_EQ(s.ni_fail_type, PTL_NI_OK);
+}
+
 TEST_P(Data, R_O2_TruncationAndR_M3_NoTruncate) {
   std::array<char, 16> small{}, big{};
   std::array<char, 64> src = pattern('k');

@@ -59,9 +59,18 @@ TEST_P(Memory, R_M8_NullAddressIsRefused) {
   EXPECT_EQ(PtlPut(md, 0, sizeof src, PTL_ACK_REQ, self_, pt_, 0, at(&src), nullptr, 0),
             PTL_ARG_INVALID);
   // At the target, the put is refused and acked as a segmentation violation.
+  ptl_sr_value_t drops = 0, violations = 0;
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &drops), PTL_OK);
   ptl_event_t ack = put_acked(md, sizeof src, 0, 0, at(&src));
   EXPECT_EQ(ack.ni_fail_type, PTL_NI_SEGV);
   EXPECT_TRUE(eq_empty(teq_));
+  // R-S1: a dropped request that is neither a permission nor an operation
+  // violation is a drop (it was counted as an operation violation).
+  ptl_sr_value_t now = 0;
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_DROP_COUNT, &now), PTL_OK);
+  EXPECT_EQ(now, drops + 1);
+  ASSERT_EQ(PtlNIStatus(ni_, PTL_SR_OPERATION_VIOLATIONS, &violations), PTL_OK);
+  EXPECT_EQ(violations, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cells, Memory, ::testing::Bool(), cell_name);
