@@ -4,6 +4,9 @@
 // notifier (capi/state.hpp) so PtlAbort can end them.
 #include <portals4.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cstring>
 
 #include "capi/state.hpp"
@@ -171,18 +174,18 @@ int PtlNIInit(ptl_interface_t iface, unsigned int options, ptl_pid_t pid,
     c.limits = *desired;
   }
   Reply r;
+  int rc = call(Op::ni_init, c, &r);
   // The same NI, finalized with messages still in flight, keeps its place
   // until they end: they are progressed here (without the progress thread
-  // nobody else would) for up to 2 s before the call gives up.
-  constexpr int still_dying = -1;  // no Portals code
-  int rc = pier::capi::wait_for(
-      [&] {
-        r = Reply{};
-        const int got = call(Op::ni_init, c, &r);
-        return got == PTL_NO_SPACE && r.busy ? still_dying : got;
-      },
-      still_dying, 2000);
-  if (rc == still_dying) rc = PTL_NO_SPACE;
+  // nobody else would) for up to 2 s. Not a wait PtlAbort ends: PTL_ABORTED
+  // is no answer of PtlNIInit.
+  for (auto deadline = pier::base::Deadline::after_ms(2000);
+       rc == PTL_NO_SPACE && r.busy && !deadline.expired();) {
+    pier::capi::poll();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    r = Reply{};
+    rc = call(Op::ni_init, c, &r);
+  }
   if (rc == PTL_OK) {
     *ni_handle = r.handle;
     if (actual) *actual = r.limits;

@@ -571,6 +571,10 @@ int Lib::pt_busy(const Call& c, Reply& r) noexcept {
 int Lib::pt_enable(const Call& c, Reply&) noexcept {
   Pt* pt = find_pt(find_ni(c.handle), c.pt_index);
   if (!pt) return PTL_ARG_INVALID;
+  // A disable still owes its PT_DISABLED (messages matched before it are
+  // landing): it comes now, before anything the enabled index takes, and a
+  // later disable owes its own.
+  if (pt->disabled_owed) post_pt_disabled(*pt, c.pt_index);
   pt->enabled = true;
   return PTL_OK;
 }

@@ -259,6 +259,7 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
       Slot* slot = rings[1 + h.priority].reserve(next_seq++);
       if (slot == nullptr) {  // cannot happen: one slot per token
         PIER_LOG(error, "port", "port {}: receive ring full", id);
+        if (!fast) (void)core().invalidate(region);
         free_buffers[h.priority][h.size_class].push_front(b);
         return false;  // held: tried again later
       }

@@ -24,6 +24,7 @@
 //                                    prints how much pier-run grew
 //   boot_probe stubborn              leaves a child that ignores SIGTERM
 //                                    running, and exits
+//   boot_probe deaf                  ignores SIGTERM and sleeps 60 s
 //   boot_probe impostor              (root) a child that became `nobody`
 //                                    connects to pier-run's socket and
 //                                    reports whether it was closed at once;
@@ -318,6 +319,11 @@ int main(int argc, char** argv) {
   if (mode == "flood")
     if (int rc = flood(my_rank); rc != 0) return rc;
   if (mode == "queryflood") return query_flood(my_rank, size);
+  if (mode == "deaf") {
+    std::signal(SIGTERM, SIG_IGN);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
+  }
   if (mode == "stubborn") {
     const pid_t child = ::fork();
     if (child == 0) {

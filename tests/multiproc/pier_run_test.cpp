@@ -313,6 +313,25 @@ TEST(PierRun, WaitingForALeftoverToDieDoesNotSpin) {
   EXPECT_LT(used, 500) << "pier-run used " << used << " ms of CPU in a 2 s grace";
 }
 
+/// After --timeout, while a rank that ignores SIGTERM waits for its
+/// SIGKILL, pier-run spun (the job's deadline, past, was still its wake-up
+/// time; found by a review).
+TEST(PierRun, WaitingForARankToDieAfterTheTimeoutDoesNotSpin) {
+  ::rusage before{}, after{};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &before), 0);
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH,   "-n",  "1", "--timeout", "1", "--kill-grace", "2",
+               BOOT_PROBE_PATH, "deaf"};
+  const Outcome o = run_command(spec);
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &after), 0);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_TRUE(has(o, "timeout after")) << o.output;
+  auto ms = [](const ::timeval& t) { return t.tv_sec * 1000L + t.tv_usec / 1000; };
+  const long used =
+      ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
+  EXPECT_LT(used, 500) << "pier-run used " << used << " ms of CPU in a 3 s job";
+}
+
 TEST(PierRun, MissingProgramIsReported) {
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH, "-n", "2", "--timeout", "10", "/nonexistent/pier-program"};

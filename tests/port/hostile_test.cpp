@@ -448,9 +448,6 @@ TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
   cores.clear();
 }
 
-/// Resumes repeated behind a held arrival share one held entry (each is
-/// still answered, in order); and when the peer dies, what the port held of
-/// it gives its core messages back instead of keeping them for ever.
 /// A receive whose sender died mid-transfer is withdrawn (no event); its
 /// buffer went back to the free list at once, while its slot stayed in the
 /// event ring behind an older receive still landing. The next arrival took
@@ -514,6 +511,9 @@ TEST(PortHostile, AWithdrawnReceiveKeepsItsPlaceUntilItsSlotLeaves) {
   cores.clear();
 }
 
+/// Resumes repeated behind a held arrival share one held entry (each is
+/// still answered, in order); and when the peer dies, what the port held of
+/// it gives its core messages back instead of keeping them for ever.
 TEST(PortHostile, RepeatedControlsShareAnEntryAndADeadPeersArrivalsAreReleased) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   config::ScopedSet held("PORT_HELD", "1");  // raised to 2 x CORE_RECV_MSGS + 1

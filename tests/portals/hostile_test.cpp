@@ -819,6 +819,46 @@ TEST_F(Landing, R_F3_DisabledComesAfterTheEventsOfMessagesAlreadyMatched) {
   EXPECT_TRUE(drained());
 }
 
+/// The same, re-enabled while the PT_DISABLED is still owed: it comes at
+/// the enable, once (it waited for messages matched after the enable too).
+TEST_F(Landing, R_F3_AnOwedDisabledComesWhenTheIndexIsEnabledAgain) {
+  const std::uint32_t eq = make_eq();
+  Call c;
+  c.handle = ni_;
+  c.handle2 = eq;
+  c.pt_index = 1;
+  c.options = PTL_PT_FLOWCTRL;
+  ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
+  std::vector<std::byte> land(payload_.size());
+  c = Call{};
+  c.handle = ni_;
+  c.pt_index = 1;
+  c.is_me = true;
+  c.list = PTL_PRIORITY_LIST;
+  c.me = entry(land.data(), land.size(), PTL_ME_OP_PUT, 0x61, 0, PTL_CT_NONE);
+  ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
+  ASSERT_EQ(next(eq, 1).type, PTL_EVENT_LINK);
+  auto h = put(payload_.size(), 1);
+  h.pt_index = 1;
+  h.match_bits = 0x61;
+  send(h, payload_.size());
+  h = put(8, 2);
+  h.pt_index = 1;
+  h.match_bits = 0x99;
+  send(h, 8);
+  for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();
+  EXPECT_EQ(next(eq, 1, 2000).type, static_cast<ptl_event_kind_t>(0xff));
+  c = Call{};
+  c.handle = ni_;
+  c.pt_index = 1;
+  ASSERT_EQ(lib_->call(Op::pt_enable, c).rc, PTL_OK);
+  EXPECT_EQ(next(eq, 1, 200).type, PTL_EVENT_PT_DISABLED) << "not at the enable";
+  const ptl_event_t landed = next(eq, -1);
+  EXPECT_EQ(landed.type, PTL_EVENT_PUT);
+  EXPECT_EQ(next(eq, -1, 200).type, static_cast<ptl_event_kind_t>(0xff)) << "one PT_DISABLED";
+  EXPECT_TRUE(drained());
+}
+
 TEST_F(Landing, TakersOfHeadersStillLandingHearOfThemWhenTheDataIsThere) {
   const std::uint32_t eq = make_eq();
   Call c;

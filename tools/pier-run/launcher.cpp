@@ -475,6 +475,8 @@ void Job::reap() {
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
     leftovers_seen_ = {};  // a pid reaped may be reused: no signal from an old list
+    std::erase(inherited_, pid);
+    std::erase(terminated_, pid);
     for (std::uint32_t i = 0; i < ranks_.size(); ++i) {
       Rank& r = ranks_[i];
       if (r.pid != pid || !r.running) continue;
@@ -685,7 +687,7 @@ void Job::loop() {
 
     // Wake at least once a second: SIGCHLD is coalesced, reaping is cheap.
     Clock::time_point wake = now + std::chrono::seconds(1);
-    wake = std::min(wake, job_deadline_);
+    if (now < job_deadline_) wake = std::min(wake, job_deadline_);
     if (now < drain_deadline_) wake = std::min(wake, drain_deadline_);
     if (ending_ && !killed_hard_) wake = std::min(wake, kill_deadline_);
     if (now < accept_paused_until_) wake = std::min(wake, accept_paused_until_);

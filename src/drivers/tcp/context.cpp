@@ -311,7 +311,8 @@ void TcpContext::accept_new() noexcept {
       if (silent == handshakes_.end()) silent = handshakes_.begin();
       if (silent != handshakes_.end()) {
         PIER_LOG(warn, "tcp",
-                 "closing a connection that sent no hello: {} are waiting (PIER_TCP_BACKLOG)",
+                 "closing a connection that sent no whole hello: {} are waiting "
+                 "(PIER_TCP_BACKLOG)",
                  max_handshakes_);
         unwatch(silent->fd);
         close_fd(silent->fd);
