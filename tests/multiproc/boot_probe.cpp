@@ -156,14 +156,24 @@ int impostor(long my_rank) {
   return code == 0 ? 0 : 1;
 }
 
+/// A connection to pier-run's socket (PIER_RUN_SOCKET), or -1.
+int dial_pier_run() {
+  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
+  if (!address) return -1;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 /// Says hello as `claimed` (this pier's version) on a connection of its
 /// own: 0 when pier-run refuses it within 3 s, 1 when it does not.
 int claim(long my_rank, long size, long claimed) {
-  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  if (!address || fd < 0 ||
-      ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
-    return 2;
+  const int fd = dial_pier_run();
+  if (fd < 0) return 2;
   const auto frame = pier::boot::proto::encode_hello(
       {static_cast<std::uint32_t>(claimed), static_cast<std::uint32_t>(size),
        static_cast<std::uint32_t>(::getpid()), std::string(pier::boot::library_version())});
@@ -255,11 +265,8 @@ long rss_kib(const std::string& path) {
 /// 1.5 s (or until pier-run stops taking them for 0.5 s) and reports how
 /// much pier-run's resident memory grew: it kept every answer queued.
 int query_flood(long my_rank, long size) {
-  auto address = pier::boot::parse_unix_address(std::getenv("PIER_RUN_SOCKET"));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (!address || fd < 0 ||
-      ::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0)
-    return 2;
+  const int fd = dial_pier_run();
+  if (fd < 0) return 2;
   const auto hello = pier::boot::proto::encode_hello(
       {static_cast<std::uint32_t>(my_rank), static_cast<std::uint32_t>(size),
        static_cast<std::uint32_t>(::getpid()), std::string(pier::boot::library_version())});

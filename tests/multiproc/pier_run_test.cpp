@@ -35,6 +35,18 @@ bool has(const Outcome& o, const std::string& text) {
   return o.output.find(text) != std::string::npos;
 }
 
+/// Runs `spec`; the CPU time in ms that it (pier-run and what it reaped)
+/// used goes to *cpu_ms.
+Outcome run_counting_cpu(const RunSpec& spec, long* cpu_ms) {
+  ::rusage before{}, after{};
+  (void)::getrusage(RUSAGE_CHILDREN, &before);
+  Outcome o = run_command(spec);
+  (void)::getrusage(RUSAGE_CHILDREN, &after);
+  auto ms = [](const ::timeval& t) { return t.tv_sec * 1000L + t.tv_usec / 1000; };
+  *cpu_ms = ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
+  return o;
+}
+
 TEST(PierRun, ExchangeReachesEveryRank) {
   const Outcome o = launch({"exchange"}, 4);
   ASSERT_FALSE(o.timed_out) << o.output;
@@ -296,20 +308,15 @@ TEST(PierRun, WhatRanksLeaveRunningEndsWithTheJob) {
 /// A leftover that ignores SIGTERM waits for SIGKILL at the end of the
 /// grace; pier-run spun meanwhile (its wake-up time was already past).
 TEST(PierRun, WaitingForALeftoverToDieDoesNotSpin) {
-  ::rusage before{}, after{};
-  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &before), 0);
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH, "-n", "1", "--kill-grace", "2", BOOT_PROBE_PATH, "stubborn"};
+  long used = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const Outcome o = run_command(spec);
+  const Outcome o = run_counting_cpu(spec, &used);
   const auto took = std::chrono::steady_clock::now() - t0;
-  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &after), 0);
   ASSERT_FALSE(o.timed_out) << o.output;
   EXPECT_TRUE(has(o, "the ranks left 1 process running")) << o.output;
   EXPECT_GE(took, std::chrono::milliseconds(1500)) << "the grace was not waited for";
-  auto ms = [](const ::timeval& t) { return t.tv_sec * 1000L + t.tv_usec / 1000; };
-  const long used =
-      ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
   EXPECT_LT(used, 500) << "pier-run used " << used << " ms of CPU in a 2 s grace";
 }
 
@@ -317,18 +324,13 @@ TEST(PierRun, WaitingForALeftoverToDieDoesNotSpin) {
 /// SIGKILL, pier-run spun (the job's deadline, past, was still its wake-up
 /// time; found by a review).
 TEST(PierRun, WaitingForARankToDieAfterTheTimeoutDoesNotSpin) {
-  ::rusage before{}, after{};
-  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &before), 0);
   RunSpec spec;
   spec.argv = {PIER_RUN_PATH,   "-n",  "1", "--timeout", "1", "--kill-grace", "2",
                BOOT_PROBE_PATH, "deaf"};
-  const Outcome o = run_command(spec);
-  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &after), 0);
+  long used = 0;
+  const Outcome o = run_counting_cpu(spec, &used);
   ASSERT_FALSE(o.timed_out) << o.output;
   EXPECT_TRUE(has(o, "timeout after")) << o.output;
-  auto ms = [](const ::timeval& t) { return t.tv_sec * 1000L + t.tv_usec / 1000; };
-  const long used =
-      ms(after.ru_utime) + ms(after.ru_stime) - ms(before.ru_utime) - ms(before.ru_stime);
   EXPECT_LT(used, 500) << "pier-run used " << used << " ms of CPU in a 3 s job";
 }
 

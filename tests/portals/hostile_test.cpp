@@ -777,6 +777,37 @@ class Landing : public Hostile {
     m.ignore_bits = ignore;
     return m;
   }
+  /// Portal index 1, flow-controlled, feeding a new queue (*eq), with one
+  /// entry over `land` for match bits 0x61 (its LINK consumed); then a put
+  /// to it by rendezvous, which lands only when the raw core runs again,
+  /// and a put that matches nothing, which disables the index. Both are
+  /// sent; only the LIB's core is progressed after.
+  void disable_behind_a_landing_put(std::vector<std::byte>& land, std::uint32_t* eq) {
+    *eq = make_eq();
+    Call c;
+    c.handle = ni_;
+    c.handle2 = *eq;
+    c.pt_index = 1;
+    c.options = PTL_PT_FLOWCTRL;
+    ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
+    c = Call{};
+    c.handle = ni_;
+    c.pt_index = 1;
+    c.is_me = true;
+    c.list = PTL_PRIORITY_LIST;
+    c.me = entry(land.data(), land.size(), PTL_ME_OP_PUT, 0x61, 0, PTL_CT_NONE);
+    ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
+    ASSERT_EQ(next(*eq, 1).type, PTL_EVENT_LINK);
+    auto h = put(payload_.size(), 1);
+    h.pt_index = 1;
+    h.match_bits = 0x61;
+    send(h, payload_.size());
+    h = put(8, 2);
+    h.pt_index = 1;
+    h.match_bits = 0x99;
+    send(h, 8);
+    for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();  // out, before any answer
+  }
 };
 
 /// R-F3: a flow-controlled index's PT_DISABLED comes once the messages
@@ -784,31 +815,9 @@ class Landing : public Hostile {
 /// then a put that matches nothing: the PT_DISABLED came first, before the
 /// landing put's PUT (found by a review).
 TEST_F(Landing, R_F3_DisabledComesAfterTheEventsOfMessagesAlreadyMatched) {
-  const std::uint32_t eq = make_eq();
-  Call c;
-  c.handle = ni_;
-  c.handle2 = eq;
-  c.pt_index = 1;
-  c.options = PTL_PT_FLOWCTRL;
-  ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
   std::vector<std::byte> land(payload_.size());
-  c = Call{};
-  c.handle = ni_;
-  c.pt_index = 1;
-  c.is_me = true;
-  c.list = PTL_PRIORITY_LIST;
-  c.me = entry(land.data(), land.size(), PTL_ME_OP_PUT, 0x61, 0, PTL_CT_NONE);
-  ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
-  ASSERT_EQ(next(eq, 1).type, PTL_EVENT_LINK);
-  auto h = put(payload_.size(), 1);  // by rendezvous: lands when the raw core runs
-  h.pt_index = 1;
-  h.match_bits = 0x61;
-  send(h, payload_.size());
-  h = put(8, 2);  // matches nothing: disables the index
-  h.pt_index = 1;
-  h.match_bits = 0x99;
-  send(h, 8);
-  for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();  // out, before any answer
+  std::uint32_t eq = 0;
+  ASSERT_NO_FATAL_FAILURE(disable_behind_a_landing_put(land, &eq));
   EXPECT_EQ(next(eq, 1, 2000).type, static_cast<ptl_event_kind_t>(0xff))
       << "an event before the matched put landed";
   const ptl_event_t first = next(eq, -1), second = next(eq, -1);
@@ -822,33 +831,11 @@ TEST_F(Landing, R_F3_DisabledComesAfterTheEventsOfMessagesAlreadyMatched) {
 /// The same, re-enabled while the PT_DISABLED is still owed: it comes at
 /// the enable, once (it waited for messages matched after the enable too).
 TEST_F(Landing, R_F3_AnOwedDisabledComesWhenTheIndexIsEnabledAgain) {
-  const std::uint32_t eq = make_eq();
-  Call c;
-  c.handle = ni_;
-  c.handle2 = eq;
-  c.pt_index = 1;
-  c.options = PTL_PT_FLOWCTRL;
-  ASSERT_EQ(lib_->call(Op::pt_alloc, c).rc, PTL_OK);
   std::vector<std::byte> land(payload_.size());
-  c = Call{};
-  c.handle = ni_;
-  c.pt_index = 1;
-  c.is_me = true;
-  c.list = PTL_PRIORITY_LIST;
-  c.me = entry(land.data(), land.size(), PTL_ME_OP_PUT, 0x61, 0, PTL_CT_NONE);
-  ASSERT_EQ(lib_->call(Op::append, c).rc, PTL_OK);
-  ASSERT_EQ(next(eq, 1).type, PTL_EVENT_LINK);
-  auto h = put(payload_.size(), 1);
-  h.pt_index = 1;
-  h.match_bits = 0x61;
-  send(h, payload_.size());
-  h = put(8, 2);
-  h.pt_index = 1;
-  h.match_bits = 0x99;
-  send(h, 8);
-  for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();
+  std::uint32_t eq = 0;
+  ASSERT_NO_FATAL_FAILURE(disable_behind_a_landing_put(land, &eq));
   EXPECT_EQ(next(eq, 1, 2000).type, static_cast<ptl_event_kind_t>(0xff));
-  c = Call{};
+  Call c;
   c.handle = ni_;
   c.pt_index = 1;
   ASSERT_EQ(lib_->call(Op::pt_enable, c).rc, PTL_OK);

@@ -624,6 +624,47 @@ TEST(TcpHello, SilentConnectionsMakeWayForARealPeer) {
   for (int fd : silent) ::close(fd);
 }
 
+/// A hand-made peer of `y` with an IPv6 url (larger than y's IPv4 one, so
+/// y is the side that accepts): y's instance waiting for it, and raw
+/// connections to y's listener that may say its hello.
+struct FakePeer {
+  FakePeer(Node& y, std::uint32_t context_id) {
+    Url fake;
+    fake.family = 6;
+    fake.port = 9;
+    fake.context_id = context_id;
+    fake.address[15] = std::byte{1};
+    url = encode_url(fake);
+    auto made = y.ctx->open_instance(Track::small);
+    if (!made) return;
+    instance = std::move(*made);
+    started = instance->connect_async(url);
+    Result<Url> t = decode_url(y.url);
+    if (t) target = *t;
+  }
+  /// A connection to y's listener (-1 if it failed).
+  int dial() const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(target.port);
+    std::memcpy(&sin.sin_addr, target.address.data(), 4);
+    if (::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  std::vector<std::byte> hello() const {
+    const auto frame = encode_hello_frame(Hello{Track::small, target.context_id, url});
+    return {frame.begin(), frame.end()};
+  }
+  UrlBytes url{};
+  Url target{};
+  std::unique_ptr<driver::Instance> instance;
+  Status started = Status::internal;
+};
+
 /// A real peer's hello is already in its socket when silent connections
 /// fill the backlog before this side looks: the oldest connection was
 /// closed to make room, and that was the real peer, its hello unread
@@ -633,31 +674,14 @@ TEST(TcpHello, AHelloAlreadySentIsNotEvictedBySilentConnections) {
   config::ScopedSet backlog("TCP_BACKLOG", "2");
   Node y = make_node();
   ASSERT_TRUE(y.ctx);
-  Url fake;
-  fake.family = 6;  // larger than y's IPv4 url: y accepts
-  fake.port = 9;
-  fake.context_id = 79;
-  fake.address[15] = std::byte{1};
-  const UrlBytes fake_url = encode_url(fake);
-  auto iy = y.ctx->open_instance(Track::small);
-  ASSERT_TRUE(iy);
-  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
-  Result<Url> target = decode_url(y.url);
-  ASSERT_TRUE(target);
-  auto dial = [&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ::sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(target->port);
-    std::memcpy(&sin.sin_addr, target->address.data(), 4);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
-    return fd;
-  };
-  const int real = dial();
-  const auto hello = encode_hello_frame(Hello{Track::small, target->context_id, fake_url});
+  FakePeer peer(y, 79);
+  ASSERT_EQ(peer.started, Status::ok);
+  const int real = peer.dial();
+  ASSERT_GE(real, 0);
+  const auto hello = peer.hello();
   ASSERT_EQ(::send(real, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  const int silent[2] = {dial(), dial()};
-  EXPECT_EQ((*iy)->connect_wait(soon()), Status::ok);
+  const int silent[2] = {peer.dial(), peer.dial()};
+  EXPECT_EQ(peer.instance->connect_wait(soon()), Status::ok);
   for (int fd : silent) ::close(fd);
   ::close(real);
 }
@@ -669,38 +693,22 @@ TEST(TcpHello, HalfSentHellosDoNotShutOutARealPeer) {
   config::ScopedSet backlog("TCP_BACKLOG", "2");
   Node y = make_node();
   ASSERT_TRUE(y.ctx);
-  Url fake;
-  fake.family = 6;  // larger than y's IPv4 url: y accepts
-  fake.port = 9;
-  fake.context_id = 80;
-  fake.address[15] = std::byte{1};
-  const UrlBytes fake_url = encode_url(fake);
-  auto iy = y.ctx->open_instance(Track::small);
-  ASSERT_TRUE(iy);
-  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
-  Result<Url> target = decode_url(y.url);
-  ASSERT_TRUE(target);
-  auto dial = [&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ::sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(target->port);
-    std::memcpy(&sin.sin_addr, target->address.data(), 4);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
-    return fd;
-  };
-  const auto hello = encode_hello_frame(Hello{Track::small, target->context_id, fake_url});
+  FakePeer peer(y, 80);
+  ASSERT_EQ(peer.started, Status::ok);
+  const auto hello = peer.hello();
   int partial[2];
   for (int& fd : partial) {
-    fd = dial();
+    fd = peer.dial();
+    ASSERT_GE(fd, 0);
     ASSERT_EQ(::send(fd, hello.data(), 1, 0), 1);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::vector<std::byte> url;
   (void)y.ctx->incoming(url);  // both taken in, one byte each read: the backlog is full
-  const int real = dial();
+  const int real = peer.dial();
+  ASSERT_GE(real, 0);
   ASSERT_EQ(::send(real, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  EXPECT_EQ((*iy)->connect_wait(soon()), Status::ok);
+  EXPECT_EQ(peer.instance->connect_wait(soon()), Status::ok);
   for (int fd : partial) ::close(fd);
   ::close(real);
 }
