@@ -145,6 +145,7 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   lib->pid_ = core.rank();
   lib->uid_ = static_cast<std::uint32_t>(geteuid());
   lib->fire_queue_.reserve(lib->trigs_.capacity());
+  lib->mirror_owed_.reserve(lib->trigs_.capacity());
   lib->stalled_.resize(lib->trigs_.capacity());
   lib->deferred_.resize(2 * n);
   // Room for every request the peers may send ahead (one per low-priority

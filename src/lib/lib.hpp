@@ -407,6 +407,8 @@ class Lib final : public core::Client, public nal::Lib {
   std::size_t deferred_head_ = 0, deferred_count_ = 0;
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;
+  /// CTs changed while released operations run, published after them.
+  std::vector<Ct*> mirror_owed_;
   /// Triggered moves released while no message state was left for them, in
   /// release order: a ring sized at creation, retried as states free.
   std::vector<Trig*> stalled_;

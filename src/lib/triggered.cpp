@@ -22,8 +22,6 @@ int Lib::add_trigger(Ct* ct, ptl_size_t threshold, const Trig& t) noexcept {
 }
 
 void Lib::ct_changed(Ct* ct) noexcept {
-  mirror(*ct);  // before the bump: a waiter that sees the new epoch sees the value
-  notifier_.bump();
   // Saturating: PtlCTSet may give any values, and a wrapped sum would never
   // reach a threshold the true one passed (R-T1).
   const ptl_size_t sum = ct->value.success > ~ct->value.failure
@@ -37,11 +35,28 @@ void Lib::ct_changed(Ct* ct) noexcept {
     }
     t = next;
   }
-  if (in_fire_) return;
+  if (in_fire_) {
+    // Published once the operations it released have run (below).
+    if (mirror_owed_.size() < mirror_owed_.capacity()) {
+      mirror_owed_.push_back(ct);
+    } else {
+      mirror(*ct);
+      notifier_.bump();
+    }
+    return;
+  }
   in_fire_ = true;
   for (std::size_t i = 0; i < fire_queue_.size(); ++i) fire(fire_queue_[i]);
   fire_queue_.clear();
   in_fire_ = false;
+  // The API thread reads the mirror without the LIB's lock: a waiter that
+  // sees the new count must find done what the count released (a handle
+  // written by a triggered append), so the count is published only now,
+  // and before the bump, so a waiter that sees the new epoch sees it.
+  for (Ct* owed : mirror_owed_) mirror(*owed);
+  mirror_owed_.clear();
+  mirror(*ct);
+  notifier_.bump();
   stalled_retry();
 }
 

@@ -1,6 +1,8 @@
 // PORTALS4.md §6.11-§6.13: atomics, triggered operations, size limits.
+#include <chrono>
 #include <complex>
 #include <cstdint>
+#include <thread>
 
 #include "fixture.hpp"
 
@@ -374,6 +376,36 @@ TEST_P(Atomics, TriggeredMEAppendAndUnlink) {
   ASSERT_EQ(PtlTriggeredMEUnlink(h, trig, 2), PTL_OK);
   ASSERT_EQ(PtlCTInc(trig, ptl_ct_event_t{1, 0}), PTL_OK);
   EXPECT_EQ(PtlMEUnlink(h), PTL_ARG_INVALID);  // already gone
+}
+
+/// A triggered append released by a message's count (counted on whichever
+/// thread progressed the message) has written its handle by the time the
+/// count can be seen: the CT waits read the count without the LIB's lock.
+TEST_P(Atomics, ATriggeredAppendReleasedByAMessageIsDoneWhenItsCountShows) {
+  ptl_handle_ct_t ct;
+  ASSERT_EQ(PtlCTAlloc(ni_, &ct), PTL_OK);
+  std::uint32_t slot[2] = {};
+  ptl_me_t counting =
+      me(slot, sizeof slot, PTL_ME_OP_PUT | PTL_ME_EVENT_CT_COMM | PTL_ME_EVENT_COMM_DISABLE, 0x78);
+  counting.ct_handle = ct;
+  ptl_handle_me_t counting_handle = PTL_INVALID_HANDLE;
+  ASSERT_EQ(PtlMEAppend(ni_, pt_, &counting, PTL_PRIORITY_LIST, nullptr, &counting_handle), PTL_OK);
+  ASSERT_EQ(next_event(teq_).type, PTL_EVENT_LINK);
+  ptl_handle_md_t quiet =
+      bind(source_, sizeof source_, PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE);
+  std::uint32_t other[2] = {};
+  ptl_me_t released = me(other, sizeof other, PTL_ME_OP_PUT | PTL_ME_EVENT_LINK_DISABLE, 0x99);
+  for (ptl_size_t i = 1; i <= 32; ++i) {
+    ptl_handle_me_t h = PTL_INVALID_HANDLE;
+    ASSERT_EQ(PtlTriggeredMEAppend(ni_, pt_, &released, PTL_PRIORITY_LIST, nullptr, &h, ct, i),
+              PTL_OK);
+    ASSERT_EQ(PtlPut(quiet, 0, 4, PTL_NO_ACK_REQ, self_, pt_, 0x78, 0, nullptr, 0), PTL_OK);
+    // Time for the progress thread, when there is one, to count it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(ct_wait(ct, i).success, i);
+    ASSERT_NE(h, PTL_INVALID_HANDLE) << "count " << i << " seen before its append ran";
+    ASSERT_EQ(PtlMEUnlink(h), PTL_OK);
+  }
 }
 
 /// R-T1 for a triggered unlink released by the entry's own counting event:
