@@ -607,8 +607,10 @@ Status Core::send(const SendArgs& a) noexcept {
     return Status::invalid_argument;
   Gate& gate = *impl.gates_[a.peer];
   if (gate.state == GateState::failed) return gate.failure;
-  if (impl.completion_count_ + impl.sends_.outstanding() >= impl.send_budget_)
+  if (impl.completion_count_ + impl.sends_.outstanding() >= impl.send_budget_) {
+    impl.room_owed_ = true;
     return Status::no_resource;
+  }
   if (!gate.active) {
     // The loopback gate connects from the next pass; when it is connected
     // already, only the list of directly polled rails must learn of it.
@@ -624,7 +626,10 @@ Status Core::send(const SendArgs& a) noexcept {
       impl.eager_fast(gate, a, data, entry))
     return Status::ok;
   SendMsg* m = impl.sends_.acquire();
-  if (m == nullptr) return Status::no_resource;
+  if (m == nullptr) {
+    impl.room_owed_ = true;
+    return Status::no_resource;
+  }
   if (entry != nullptr) ++entry->pins;
   m->gate = &gate;
   m->cookie = a.cookie;

@@ -88,6 +88,9 @@ class Client {
   /// with the error just before); later sends to it fail at once. Runs
   /// inside progress()/wait(), like lib_finalize. Default: nothing.
   virtual void peer_failed(Rank peer) noexcept { (void)peer; }
+  /// After a send() answered no_resource, once there is room again (inside
+  /// progress()): work queued behind the refusal can go. Default: nothing.
+  virtual void send_room() noexcept {}
 };
 
 /// One send() call's arguments.

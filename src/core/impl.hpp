@@ -199,6 +199,15 @@ class Core::Impl {
   std::vector<Gate*> dirty_;            ///< capacity reserved at connect()
   std::uint32_t credit_threshold_ = 1;  ///< owed credits that warrant a credit packet
   std::size_t send_budget_ = 0;         ///< live sends + queued completions allowed
+  /// A send() was refused for want of room: the clients hear when there
+  /// is room again (an upper that queued work behind it has no other cue
+  /// when nothing it sent carries a cookie).
+  bool room_owed_ = false;
+  /// Whether a send() would find a message state and budget now.
+  bool send_room() const noexcept {
+    return completion_count_ + sends_.outstanding() < send_budget_ &&
+           sends_.outstanding() < sends_.capacity();
+  }
   bool connected_ = false;
   std::size_t recv_capacity_ = 0;  ///< largest small packet we accept
 

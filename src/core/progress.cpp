@@ -25,6 +25,11 @@ Status Core::Impl::progress() noexcept {
   if (sweep || !dirty_.empty() || !any_contexts_.empty() || polled_stale_) slow_pass(sweep);
   in_progress_ = false;
   if (completion_count_ != 0 || !failed_peers_.empty()) run_completions();
+  if (room_owed_ && send_room()) {
+    room_owed_ = false;
+    for (Client* c : clients_)
+      if (c) c->send_room();
+  }
   return Status::ok;
 }
 

@@ -112,6 +112,11 @@ void* reply_cookie(Msg* m) {
 }
 }  // namespace
 
+void Lib::send_room() noexcept {
+  flush_deferred();
+  if (parked_retry_due_) retry_parked();
+}
+
 void Lib::lib_finalize(void* cookie, Status status) noexcept {
   flush_deferred();  // a finalize just gave the core room back
   finalize(cookie, status);

@@ -145,7 +145,6 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   lib->pid_ = core.rank();
   lib->uid_ = static_cast<std::uint32_t>(geteuid());
   lib->fire_queue_.reserve(lib->trigs_.capacity());
-  lib->mirror_owed_.reserve(lib->trigs_.capacity());
   lib->stalled_.resize(lib->trigs_.capacity());
   lib->deferred_.resize(2 * n);
   // Room for every request the peers may send ahead (one per low-priority
@@ -395,6 +394,11 @@ int Lib::ni_init(const Call& c, Reply& r) noexcept {
     ni.mds = std::make_unique<Table<Md>>(Kind::md, index, l.max_mds);
     ni.eqs = std::make_unique<Table<Eq>>(Kind::eq, index, l.max_eqs);
     ni.cts = std::make_unique<Table<Ct>>(Kind::ct, index, l.max_cts);
+    // Room to list each CT of every NI that has CTs (triggered.cpp).
+    std::size_t cts = 0;
+    for (const Ni& other : nis_)
+      if (other.cts) cts += static_cast<std::size_t>(other.limits.max_cts);
+    mirror_owed_.reserve(cts);
     ni.entries = std::make_unique<Table<Entry>>(m ? Kind::me : Kind::le, index, l.max_entries);
     ni.unexpected_store.resize(static_cast<std::size_t>(l.max_unexpected_headers));
   } catch (...) {

@@ -177,6 +177,8 @@ class Lib final : public core::Client, public nal::Lib {
                   std::span<std::byte> ret) noexcept override;
   void lib_parse(const core::Arrival& arrival) noexcept override;
   void lib_finalize(void* cookie, Status status) noexcept override;
+  /// The core has room again: queued answers go, then parked requests.
+  void send_room() noexcept override;
   /// lib_finalize's work for one message (the initiator's or the target's).
   void finalize(void* cookie, Status status) noexcept;
   /// Ends the operations whose ack or reply `peer` can no longer send.
@@ -405,9 +407,13 @@ class Lib final : public core::Client, public nal::Lib {
   /// a small put is held too, so writes land in arrival order (R-L4).
   std::uint32_t late_writes_ = 0;
   std::size_t deferred_head_ = 0, deferred_count_ = 0;
+  /// Whether answers that hold no message state must wait: states fill at
+  /// most half of the answer queue, so theirs always find room.
+  bool answers_backed_up() const noexcept { return deferred_count_ >= deferred_.size() / 2; }
   bool in_fire_ = false;
   std::vector<Trig*> fire_queue_;
-  /// CTs changed while released operations run, published after them.
+  /// CTs changed while released operations run, published after them;
+  /// room for every CT is reserved when an NI is made.
   std::vector<Ct*> mirror_owed_;
   /// Triggered moves released while no message state was left for them, in
   /// release order: a ring sized at creation, retried as states free.

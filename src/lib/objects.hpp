@@ -213,6 +213,7 @@ struct Ct {
   Ni* ni = nullptr;
   ptl_ct_event_t value{0, 0};
   List<Trig> triggered;
+  bool mirror_owed = false;  ///< in Lib::mirror_owed_, published after a fire
 };
 
 struct Md {

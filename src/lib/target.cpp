@@ -92,6 +92,7 @@ void Lib::retry_parked() noexcept {
   in_parked_retry_ = true;
   while (parked_count_ > 0) {
     Parked& p = parked_[parked_head_];
+    if (wants_answer(p.header) && answers_backed_up()) break;  // as in parse_request
     if (p.ni_gen != ni_gen_[ni_index(p.header)])
       (void)refuse(p.arrival, p.header, wire::NiFail::dropped);
     else if (!parse_request(p.arrival, p.header, true))
@@ -146,6 +147,7 @@ void Lib::flush_deferred() noexcept {
     if (s == Status::no_resource) return;
     deferred_head_ = (deferred_head_ + 1) % deferred_.size();
     --deferred_count_;
+    if (parked_count_ > 0) parked_retry_due_ = true;  // room for their answers
     if (s != Status::ok) {
       PIER_LOG(warn, "lib", "cannot send to rank {}: {}", d.peer, to_string(s));
       if (d.cookie) lib_finalize(d.cookie, s);  // the send failed: complete it as failed
@@ -201,6 +203,11 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
                         bool from_park) noexcept {
   // Behind parked requests, in order: an entry must match them first.
   if (parked_count_ > 0 && !from_park) return false;
+  // An answer that holds no message state (a refusal) may take only the
+  // half of the answer queue that states cannot fill; beyond it the request
+  // waits, its credit held, instead of its answer being lost (its initiator
+  // would wait for it forever).
+  if (wants_answer(h) && answers_backed_up()) return false;
   Ni& ni = nis_[ni_index(h)];
   if (ni.refs == 0) return refuse(a, h, wire::NiFail::dropped);
   if (h.pt_index >= ni.pts.size() || !ni.pts[h.pt_index].allocated) {

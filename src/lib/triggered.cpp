@@ -36,12 +36,11 @@ void Lib::ct_changed(Ct* ct) noexcept {
     t = next;
   }
   if (in_fire_) {
-    // Published once the operations it released have run (below).
-    if (mirror_owed_.size() < mirror_owed_.capacity()) {
+    // Published once the operations it released have run (below); each CT
+    // is listed once, so the list never outgrows the CTs.
+    if (!ct->mirror_owed) {
+      ct->mirror_owed = true;
       mirror_owed_.push_back(ct);
-    } else {
-      mirror(*ct);
-      notifier_.bump();
     }
     return;
   }
@@ -53,7 +52,10 @@ void Lib::ct_changed(Ct* ct) noexcept {
   // sees the new count must find done what the count released (a handle
   // written by a triggered append), so the count is published only now,
   // and before the bump, so a waiter that sees the new epoch sees it.
-  for (Ct* owed : mirror_owed_) mirror(*owed);
+  for (Ct* owed : mirror_owed_) {
+    owed->mirror_owed = false;
+    mirror(*owed);
+  }
   mirror_owed_.clear();
   mirror(*ct);
   notifier_.bump();

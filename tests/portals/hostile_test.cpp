@@ -25,6 +25,10 @@ struct Raw final : core::Client {
   void lib_parse(const core::Arrival& a) noexcept override {
     auto h = wire::PortalsHeader::decode(a.header);
     if (h) answers.push_back(*h);
+    if (hold) {  // not taken: the sender's credit stays spent
+      held.push_back(a.handle);
+      return;
+    }
     // With a sink, an answer's data (up to 64 bytes) is kept, one slot each.
     const std::size_t at = 64 * ((answers.size() - 1) % 16);
     const std::size_t n = std::min<std::size_t>(a.length, 64);
@@ -38,7 +42,15 @@ struct Raw final : core::Client {
     }
   }
   void lib_finalize(void*, Status) noexcept override {}
+  /// Takes the answers held so far.
+  void release() {
+    hold = false;
+    for (core::Incoming* in : held) (void)core.recv(in, nullptr, nullptr, 0, 0, 0);
+    held.clear();
+  }
   core::Core& core;
+  bool hold = false;  ///< answers are recorded but not taken
+  std::vector<core::Incoming*> held;
   std::vector<wire::PortalsHeader> answers;
   std::vector<std::vector<std::byte>> data;  ///< per answer, with a sink
   std::array<std::byte, 64 * 16> sink_bytes{};
@@ -450,6 +462,77 @@ TEST_F(HostileThree, APeerThatReturnsNoCreditsHoldsUpOnlyItsOwnAnswers) {
   for (int k = 0; k < 20000 && silent.answers.size() < grant + 8; ++k)
     for (auto& c : cores_) (void)c->progress();
   EXPECT_EQ(silent.answers.size(), grant + 8);
+  (void)cores_[2]->detach(wire::Upper::portals, &silent);
+}
+
+/// A core with two send slots, both held by answers to a peer that returns
+/// no credits: later answers wait in the LIB's answer queue. Requests the
+/// LIB refuses (an unallocated index) need no message state, so a peer can
+/// send more of them than the queue holds; they now wait, their credits
+/// held, instead of their answers being lost past the queue's end.
+class FewSendSlots : public HostileThree {
+ protected:
+  config::ScopedSet slots_{"CORE_SEND_MSGS", "2"};
+  config::ScopedSet messages_{"LIB_MESSAGES", "16"};
+};
+
+TEST_F(FewSendSlots, RefusalsBeyondTheAnswerQueueWaitInsteadOfLosingAnswers) {
+  Raw silent(*cores_[2]);
+  silent.hold = true;
+  ASSERT_EQ(cores_[2]->attach(wire::Upper::portals, &silent, wire::PortalsHeader::size),
+            Status::ok);
+  std::array<std::byte, 8> data{};
+  auto region = cores_[2]->validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  // Sends what the core takes, progressing every core meanwhile.
+  auto send_from = [&](core::Rank from, wire::PortalsHeader h, const core::Region& r,
+                       std::size_t len) {
+    std::array<std::byte, wire::PortalsHeader::size> bytes{};
+    EXPECT_TRUE(wire::encode(h, bytes));
+    core::SendArgs a;
+    a.peer = 1;
+    a.upper = wire::Upper::portals;
+    a.header = bytes;
+    a.region = &r;
+    a.length = len;
+    Status st = cores_[from]->send(a);
+    for (int k = 0; k < 1000 && st == Status::no_resource; ++k) {
+      for (auto& c : cores_) (void)c->progress();
+      st = cores_[from]->send(a);
+    }
+    return st == Status::ok;
+  };
+  // Rank 2 takes none of its acks: once rank 1's credits toward it are
+  // spent, its acks hold both send slots and the rest wait in the queue.
+  const std::uint32_t from_silent = cores_[1]->credit_limit(2) + 8;
+  for (std::uint32_t i = 0; i < from_silent; ++i) {
+    auto h = put(8, 1000 + i);
+    h.initiator_nid = 2;
+    ASSERT_TRUE(send_from(2, h, *region, 8)) << i;
+  }
+  constexpr std::uint64_t refused = 64;  // twice what the answer queue holds
+  auto h = put(0);
+  h.pt_index = 5;  // never allocated: refused, R-F1
+  std::uint64_t sent = 0;
+  for (; sent < refused; ++sent) {
+    h.cookie = 5000 + sent;
+    if (!send_from(0, h, region_, 0)) break;
+  }
+  for (int k = 0; k < 2000; ++k)
+    for (auto& c : cores_) (void)c->progress();
+  // Rank 2 takes its acks: everything is sent and answered, nothing lost.
+  silent.release();
+  for (; sent < refused; ++sent) {
+    h.cookie = 5000 + sent;
+    ASSERT_TRUE(send_from(0, h, region_, 0)) << sent;
+  }
+  auto deadline = base::Deadline::after_ms(10000);
+  while ((raw_->answers.size() < refused || silent.answers.size() < from_silent) &&
+         !deadline.expired())
+    for (auto& c : cores_) (void)c->progress();
+  EXPECT_EQ(raw_->answers.size(), refused);
+  EXPECT_EQ(silent.answers.size(), from_silent);
+  for (const auto& a : raw_->answers) EXPECT_EQ(a.ni_fail, wire::NiFail::dropped);
   (void)cores_[2]->detach(wire::Upper::portals, &silent);
 }
 
