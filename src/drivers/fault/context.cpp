@@ -88,6 +88,9 @@ Status Context::wait_any(driver::Instance** ready, driver::Deadline deadline) {
   // Waits in steps that end when a held packet is due, so a delay expires
   // even while the caller sleeps here. A cancel_any() landing between two
   // steps is remembered, since the inner driver only ends a running wait.
+  // Our instances may send meanwhile (on other threads, under their own
+  // locks): the inner wait_any() must touch only the receive side, which
+  // every built-in driver's does (FaultOver.WaitAnyInAnotherThreadWhileSending).
   cancel_.store(false, std::memory_order_relaxed);
   for (bool first = true;; first = false) {
     if (!first && cancel_.exchange(false, std::memory_order_acq_rel)) {

@@ -471,7 +471,10 @@ Status TcpContext::probe_once(driver::Instance** ready, bool block, driver::Dead
       // Bytes a buffer send left queued go on here too: a caller that only
       // probes (the core, for rails it polls through probe_any) would
       // otherwise leave a frame half sent while it waits for the answer.
-      inst->push_sends();
+      // Not from wait_any(): the fault wrapper sends on an instance while
+      // another thread waits in its context, so a wait touches only the
+      // receive side (a caller probes before it sleeps, which pushes).
+      if (!block) inst->push_sends();
       if (inst->track() == driver::Track::small && inst->ready(false)) {
         next_probe_ = (next_probe_ + k + 1) % n;
         *ready = inst;
