@@ -186,6 +186,10 @@ struct Reply {
   core::Region region{};
   std::size_t offset = 0;
   std::uint32_t length = 0;
+  /// The request it answers, taken from the core only once the answer
+  /// leaves: while answers wait, the asker's credits stay spent, so it
+  /// cannot queue more than the core holds (null: nothing to take).
+  core::Incoming* request = nullptr;
   Reply* next = nullptr;
 };
 
@@ -392,12 +396,18 @@ class Port::Impl {
   Stream* find_stream(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                       bool create) noexcept;
   void maybe_release_stream(Stream* s) noexcept;
-  /// Sends an answer now, or queues it behind those already waiting.
+  /// Sends an answer now, or queues it behind those already waiting;
+  /// `request`, when given, is taken from the core once the answer leaves.
   Status send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                      std::uint16_t peer_epoch, wire::PortKind kind, std::uint64_t tag,
                      std::uint64_t cookie = 0, const core::Region* region = nullptr,
-                     std::size_t offset = 0, std::uint32_t length = 0) noexcept;
-  void nack(Stream* s, Status why) noexcept;
+                     std::size_t offset = 0, std::uint32_t length = 0,
+                     core::Incoming* request = nullptr) noexcept;
+  void nack(Stream* s, Status why, core::Incoming* request = nullptr) noexcept;
+  /// Takes `request` from the core (its sender's credit comes back).
+  void take(core::Incoming* request) noexcept {
+    if (request) (void)core().recv(request, nullptr, nullptr, 0, 0, 0);
+  }
   /// Ops of a new incarnation of the sending port: what the old one left
   /// (held ops, a suspension, acks owed) goes without answers.
   void restart_stream(Stream* s, std::uint16_t sender_epoch) noexcept;
@@ -439,6 +449,8 @@ class Node::Impl final : public core::Client {
   /// Answers an op sent to a port that is not open (queued while the core
   /// has no room, retried from poll()).
   void nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept;
+  /// Takes `request` from the core (its sender's credit comes back).
+  void take(core::Incoming* request) noexcept;
 
   struct ClosedNack {
     std::uint32_t node = 0;
@@ -446,6 +458,7 @@ class Node::Impl final : public core::Client {
     std::uint16_t sender_port = 0;
     std::uint8_t priority = 0;
     std::uint16_t peer_epoch = 0;
+    core::Incoming* request = nullptr;  ///< taken once the nack leaves
   };
   Status post_closed_nack(const ClosedNack& n) noexcept;
   void retry_closed_nacks() noexcept;
@@ -461,8 +474,9 @@ class Node::Impl final : public core::Client {
   bool older_answers_wait_slow(unsigned id, std::uint32_t to, const Port::Impl* who) const noexcept;
   /// Retries the closed ports' queued answers, oldest first.
   void retry_zombies() noexcept;
-  static constexpr std::size_t closed_nacks_capacity = 256;
-  std::vector<ClosedNack> closed_nacks;  ///< a ring, sized at construction
+  /// A ring, sized at construction for every receive state of the core:
+  /// each queued nack keeps its request's.
+  std::vector<ClosedNack> closed_nacks;
   std::size_t closed_nacks_first = 0;
   std::size_t closed_nacks_count = 0;
 

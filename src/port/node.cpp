@@ -26,7 +26,7 @@ Node::Impl::Impl(core::Core& c, std::unique_ptr<core::Core> owned) noexcept
   ports.resize(limit);
   epochs.resize(limit);
   open_ports.reserve(limit);
-  closed_nacks.resize(closed_nacks_capacity);
+  closed_nacks.resize(std::size_t{core.settings().recv_msgs} + 1);
   for (auto& counts : data_in_flight) counts.assign(core.size(), 0);
 }
 
@@ -34,6 +34,12 @@ Node::Impl::~Impl() {
   // Ports the client leaked: closing them answers what they hold.
   for (auto& p : ports)
     if (p) close(p.get());
+  // Requests whose nacks never left go back to the core (the core may
+  // live on, attach()).
+  for (; closed_nacks_count > 0; --closed_nacks_count) {
+    take(closed_nacks[closed_nacks_first].request);
+    closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
+  }
   // The core may live on (attach()): it must not call us back, and the
   // sends closed ports still have in flight then complete without us.
   (void)core.detach(wire::Upper::port, this);
@@ -138,8 +144,10 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
                       h.kind == wire::PortKind::nack;
   Port::Impl* port = h.receiving_port < ports.size() ? ports[h.receiving_port].get() : nullptr;
   if (port == nullptr) {
-    clean();
-    if (!answer) nack_closed(a, h);
+    if (answer)
+      clean();
+    else
+      nack_closed(a, h);  // takes the arrival once the nack leaves
     return;
   }
   if (answer)
@@ -169,17 +177,25 @@ Status Node::Impl::post_closed_nack(const ClosedNack& n) noexcept {
 }
 
 void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) noexcept {
-  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch};
+  // The arrival is taken from the core only once its nack leaves: until
+  // then the sender's credit stays spent, so it cannot queue more nacks
+  // than the core holds receive states (the ring's size).
+  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch, a.handle};
   // Answers leave in order: once one waits for core room, the rest queue;
   // and behind what a closed incarnation of that number still owes.
   if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, a.source, nullptr)) {
     const Status st = post_closed_nack(n);
-    if (st != Status::no_resource) return;  // sent, or the gate failed: the sender learns that
+    if (st != Status::no_resource) {  // sent, or the gate failed: the sender learns that
+      take(a.handle);
+      return;
+    }
   }
   if (closed_nacks_count == closed_nacks.size()) {
-    // The sender's op then ends only when its gate fails; say so.
+    // Cannot happen (see above); the sender's op would end only when its
+    // gate fails: say so.
     PIER_LOG(warn, "port", "cannot answer node {} for closed port {}: too many answers wait",
              a.source, h.receiving_port);
+    take(a.handle);
     return;
   }
   closed_nacks[(closed_nacks_first + closed_nacks_count++) % closed_nacks.size()] = n;
@@ -190,9 +206,14 @@ void Node::Impl::retry_closed_nacks() noexcept {
     const ClosedNack& n = closed_nacks[closed_nacks_first];
     if (older_answers_wait(n.closed_port, n.node, nullptr)) return;
     if (post_closed_nack(n) == Status::no_resource) return;
+    take(n.request);
     closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
     --closed_nacks_count;
   }
+}
+
+void Node::Impl::take(core::Incoming* request) noexcept {
+  if (request) (void)core.recv(request, nullptr, nullptr, 0, 0, 0);
 }
 
 void Node::Impl::peer_failed(core::Rank peer) noexcept {

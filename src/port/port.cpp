@@ -160,12 +160,16 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
 }
 
 Port::Impl::~Impl() {
+  // Requests whose answers never left go back to the core (it may live on).
+  while (Reply* r = reply_retry.pop()) take(r->request);
   if (fast_region.handle) (void)core().invalidate(fast_region);
 }
 
 void Port::Impl::poll_before() noexcept {
-  if (ack_head) flush_acks();
   if (!reply_retry.empty()) retry_replies();
+  // While answers wait for core room, acks stay owed in their streams
+  // (one count each) instead of queueing an entry per stream every poll.
+  if (ack_head && reply_retry.empty()) flush_acks();
 }
 
 void Port::Impl::poll_after() noexcept {

@@ -100,7 +100,7 @@ Status Port::Impl::post_reply(const Reply& r) noexcept {
 Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                                std::uint16_t peer_epoch, wire::PortKind kind, std::uint64_t tag,
                                std::uint64_t cookie, const core::Region* region, std::size_t offset,
-                               std::uint32_t length) noexcept {
+                               std::uint32_t length, core::Incoming* request) noexcept {
   Reply r;
   r.node = node_id;
   r.port = port;
@@ -116,15 +116,20 @@ Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std
   // (also behind an earlier incarnation's, see Node::older_answers_wait).
   if (reply_retry.empty() && !node.older_answers_wait(id, node_id, this)) {
     Status s = post_reply(r);
-    if (s != Status::no_resource) return s;
+    if (s != Status::no_resource) {
+      take(request);
+      return s;
+    }
   }
   Reply* q = replies.acquire();
   if (q == nullptr) {
     PIER_LOG(error, "port", "port {}: no room for an answer to node {}; its sender times out", id,
              node_id);
+    take(request);
     return Status::no_resource;
   }
   *q = r;
+  q->request = request;
   reply_retry.push(q);
   return Status::ok;
 }
@@ -134,6 +139,7 @@ void Port::Impl::retry_replies() noexcept {
     if (node.older_answers_wait(id, r->node, this)) return;
     if (post_reply(*r) == Status::no_resource) return;
     reply_retry.pop();
+    take(r->request);
     replies.release(r);
   }
 }
@@ -165,10 +171,10 @@ void Port::Impl::flush_acks() noexcept {
   }
 }
 
-void Port::Impl::nack(Stream* s, Status why) noexcept {
+void Port::Impl::nack(Stream* s, Status why, core::Incoming* request) noexcept {
   flush_stream(s);
   (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::nack,
-                    static_cast<std::uint8_t>(why));
+                    static_cast<std::uint8_t>(why), 0, nullptr, 0, 0, request);
   ++s->suspended;
 }
 
@@ -239,8 +245,7 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
   switch (h.kind) {
     case wire::PortKind::send: {
       if (((acceptable[h.priority] >> h.size_class) & 1) == 0) {
-        clean();
-        nack(s, Status::rejected);
+        nack(s, Status::rejected, handle);
         return true;
       }
       Buffer* b = take_buffer(h.priority, h.size_class);
@@ -299,8 +304,7 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
     case wire::PortKind::put: {
       const RegisteredRange* r = find_range(h.remote_address, h.length);
       if (r == nullptr) {
-        clean();
-        nack(s, Status::permission_denied);
+        nack(s, Status::permission_denied, handle);
         return true;
       }
       const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
@@ -318,16 +322,16 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
       return true;
     }
     case wire::PortKind::get_request: {
-      clean();
+      // The request is taken only when its answer leaves (Reply::request).
       const RegisteredRange* r = find_range(h.remote_address, h.length);
       if (r == nullptr) {
-        nack(s, Status::permission_denied);
+        nack(s, Status::permission_denied, handle);
         return true;
       }
       flush_stream(s);
       const auto offset = h.remote_address - reinterpret_cast<std::uintptr_t>(r->region.base);
       (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::get_reply,
-                        0, h.cookie, &r->region, offset, h.length);
+                        0, h.cookie, &r->region, offset, h.length, handle);
       return true;
     }
     case wire::PortKind::get_reply:
@@ -369,9 +373,8 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
   Stream* s = stream(h.priority, a.source, h.sending_port, true);
   if (s == nullptr) {
     PIER_LOG(warn, "port", "port {}: too many streams; node {} times out", id, a.source);
-    (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
     (void)send_answer(h.priority, a.source, h.sending_port, h.epoch, wire::PortKind::nack,
-                      static_cast<std::uint8_t>(Status::timeout));
+                      static_cast<std::uint8_t>(Status::timeout), 0, nullptr, 0, 0, a.handle);
     return;
   }
   if (s->sender_epoch != h.epoch) {

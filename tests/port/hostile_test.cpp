@@ -19,7 +19,17 @@ class Raw final : public core::Client {
   void lib_parse(const core::Arrival& a) noexcept override {
     auto h = wire::PortHeader::decode(a.header);
     if (h) answers.push_back(*h);
+    if (hold) {  // not taken: the sender's credit stays spent
+      held.push_back(a.handle);
+      return;
+    }
     (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);
+  }
+  /// Takes the answers held so far, and those to come.
+  void release() {
+    hold = false;
+    for (core::Incoming* in : held) (void)core_.recv(in, nullptr, nullptr, 0, 0, 0);
+    held.clear();
   }
   void lib_finalize(void*, Status) noexcept override {}
 
@@ -53,6 +63,8 @@ class Raw final : public core::Client {
 
   std::vector<wire::PortHeader> answers;
   std::deque<core::Region> regions;
+  bool hold = false;  ///< answers are recorded but not taken
+  std::vector<core::Incoming*> held;
 
  private:
   core::Core& core_;
@@ -565,6 +577,90 @@ TEST(PortHostile, RepeatedControlsShareAnEntryAndADeadPeersArrivalsAreReleased) 
     cores[0].reset();
     for (int i = 0; i < 20000 && cores[1]->stats().recv_msgs_live != 0; ++i) pump();
     EXPECT_EQ(cores[1]->stats().recv_msgs_live, 0u);
+  }
+  node->reset();
+  cores.clear();
+}
+
+// Answers wait for core room (two send slots, both held by answers to a
+// node that takes none): a peer that keeps asking for answers that need no
+// state (gets, ops to a closed port) used to queue one entry per request,
+// past the queues' ends, and the answers past them were lost (their askers
+// wait for ever). Now each request stays with the
+// core until its answer leaves, so the asker's credits bound what it queues.
+TEST(PortHostile, AnswersWaitingForCoreRoomAreNeverLost) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet slots("CORE_SEND_MSGS", "2");
+  config::ScopedSet credits("CORE_CREDITS", "8");
+  config::ScopedSet states("CORE_RECV_MSGS", "64");
+  config::ScopedSet held("PORT_HELD", "1");  // raised to 2 x CORE_RECV_MSGS + 1
+  auto cores = connected_cores(3);
+  ASSERT_EQ(cores.size(), 3u);
+  Raw asker(*cores[0]), silent(*cores[2]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &asker, wire::PortHeader::size), Status::ok);
+  ASSERT_EQ(cores[2]->attach(wire::Upper::port, &silent, wire::PortHeader::size), Status::ok);
+  silent.hold = true;
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    auto pump = [&](int rounds) {
+      for (int i = 0; i < rounds; ++i) {
+        b.step();
+        (void)cores[0]->progress();
+        (void)cores[2]->progress();
+      }
+    };
+    // Sends what the core takes, pumping meanwhile; false if it never does.
+    auto send = [&](Raw& from, const wire::PortHeader& h) {
+      for (int k = 0; k < 200; ++k) {
+        const Status st = from.send(h);
+        if (st == Status::ok) return true;
+        EXPECT_EQ(st, Status::no_resource);
+        pump(1);
+      }
+      return false;
+    };
+    std::vector<std::byte> window = pattern(64, 3);
+    ASSERT_EQ(b.port->register_memory(window.data(), window.size()), Status::ok);
+    wire::PortHeader get;
+    get.kind = wire::PortKind::get_request;
+    get.receiving_port = 2;
+    get.length = 8;
+    get.remote_address = reinterpret_cast<std::uintptr_t>(window.data());
+    get.epoch = 1;
+    // The silent node's answers take node 1's credits toward it, then both
+    // send slots; the rest wait in the port's queue.
+    get.sending_port = 7;
+    int from_silent = 0;
+    for (; from_silent < 24 && send(silent, get); ++from_silent) pump(2);
+    pump(200);
+    ASSERT_GE(from_silent, 10);  // its credits, and those of the answers that left
+    // The asker: gets to port 2, ops to closed port 3, from many ports.
+    constexpr int asked = 1200;
+    int sent = 0;
+    for (; sent < asked; ++sent) {
+      get.sending_port = static_cast<std::uint16_t>(10 + sent % 4);
+      get.receiving_port = sent % 2 == 0 ? 2 : 3;
+      if (!send(asker, get)) break;
+    }
+    pump(200);
+    silent.release();
+    for (; sent < asked; ++sent) {
+      get.sending_port = static_cast<std::uint16_t>(10 + sent % 4);
+      get.receiving_port = sent % 2 == 0 ? 2 : 3;
+      ASSERT_TRUE(send(asker, get)) << sent;
+    }
+    for (int i = 0; i < 20000 && (asker.answers.size() < asked ||
+                                  silent.answers.size() < std::size_t(from_silent));
+         ++i)
+      pump(1);
+    EXPECT_EQ(asker.answers.size(), std::size_t{asked});
+    EXPECT_EQ(silent.answers.size(), std::size_t(from_silent));
+    std::size_t replies = 0;
+    for (const auto& a : asker.answers) replies += a.kind == wire::PortKind::get_reply;
+    EXPECT_EQ(replies, std::size_t{asked / 2});  // the rest: closed-port nacks
+    EXPECT_EQ(b.port->deregister_memory(window.data(), window.size()), Status::ok);
   }
   node->reset();
   cores.clear();
