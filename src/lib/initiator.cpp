@@ -207,6 +207,9 @@ int Lib::start_move(const Move& mv) noexcept {
 }
 
 int Lib::launch(const Move& mv, Ni* ni) noexcept {
+  // Past half the answer queue only messages already accepted may add to it
+  // (an ack each, which holds no state): a request waits, as for a state.
+  if (answers_backed_up()) return PTL_NO_SPACE;
   Md* md = ni->mds->lookup(mv.md);
   Md* get_md = nullptr;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;

@@ -141,10 +141,12 @@ Status Lib::send_answer(core::Rank peer, const wire::PortalsHeader& h, void* coo
 }
 
 void Lib::flush_deferred() noexcept {
+  bool drained = false;
   while (deferred_count_ > 0) {
     Deferred& d = deferred_[deferred_head_];
     Status s = send_header(d.peer, d.header, d.cookie, d.region, d.offset, d.length);
-    if (s == Status::no_resource) return;
+    if (s == Status::no_resource) break;
+    drained = true;
     deferred_head_ = (deferred_head_ + 1) % deferred_.size();
     --deferred_count_;
     if (parked_count_ > 0) parked_retry_due_ = true;  // room for their answers
@@ -153,6 +155,8 @@ void Lib::flush_deferred() noexcept {
       if (d.cookie) lib_finalize(d.cookie, s);  // the send failed: complete it as failed
     }
   }
+  // Triggered moves refused while the queue was backed up (launch) go now.
+  if (drained && stalled_count_ > 0 && !answers_backed_up()) stalled_retry();
 }
 
 bool Lib::refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept {

@@ -520,6 +520,24 @@ TEST_F(FewSendSlots, RefusalsBeyondTheAnswerQueueWaitInsteadOfLosingAnswers) {
   }
   for (int k = 0; k < 2000; ++k)
     for (auto& c : cores_) (void)c->progress();
+  // Past half the queue, a request of our own waits too, as for a state:
+  // only messages already accepted may add to the queue (an ack each).
+  std::array<std::byte, 8> local{};
+  Call bind{};
+  bind.handle = ni_;
+  bind.md.start = local.data();
+  bind.md.length = local.size();
+  bind.md.eq_handle = PTL_EQ_NONE;
+  bind.md.ct_handle = PTL_CT_NONE;
+  Reply md = lib_->call(Op::md_bind, bind);
+  ASSERT_EQ(md.rc, PTL_OK);
+  Move mv;
+  mv.md = md.handle;
+  mv.target.rank = 0;
+  mv.length = local.size();
+  Call put{};
+  put.move = mv;
+  EXPECT_EQ(lib_->call(Op::move, put).rc, PTL_NO_SPACE);
   // Rank 2 takes its acks: everything is sent and answered, nothing lost.
   silent.release();
   for (; sent < refused; ++sent) {
@@ -533,6 +551,13 @@ TEST_F(FewSendSlots, RefusalsBeyondTheAnswerQueueWaitInsteadOfLosingAnswers) {
   EXPECT_EQ(raw_->answers.size(), refused);
   EXPECT_EQ(silent.answers.size(), from_silent);
   for (const auto& a : raw_->answers) EXPECT_EQ(a.ni_fail, wire::NiFail::dropped);
+  // With room again, our put goes.
+  EXPECT_EQ(lib_->call(Op::move, put).rc, PTL_OK);
+  deadline = base::Deadline::after_ms(10000);
+  while (raw_->answers.size() < refused + 1 && !deadline.expired())
+    for (auto& core : cores_) (void)core->progress();
+  ASSERT_EQ(raw_->answers.size(), refused + 1);
+  EXPECT_EQ(raw_->answers.back().op, wire::PortalsOp::put);
   (void)cores_[2]->detach(wire::Upper::portals, &silent);
 }
 
