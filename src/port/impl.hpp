@@ -439,6 +439,10 @@ class Node::Impl final : public core::Client {
   void lib_parse(const core::Arrival& a) noexcept override;
   void lib_finalize(void* cookie, Status status) noexcept override;
   void peer_failed(core::Rank peer) noexcept override;
+  /// The core has room again: what waits for it goes now, not at the
+  /// next poll (whoever progresses the core, the answers of closed ports
+  /// included).
+  void send_room() noexcept override;
 
   Result<Port::Impl*> open(unsigned id);
   void close(Port::Impl* port) noexcept;

@@ -109,6 +109,17 @@ void Node::Impl::retry_zombies() noexcept {
   reap();
 }
 
+void Node::Impl::send_room() noexcept {
+  // In poll()'s order; closed ports are freed by the next poll, not here.
+  for (auto& z : zombies)
+    if (!z->reply_retry.empty()) z->retry_replies();
+  if (closed_nacks_count > 0) retry_closed_nacks();
+  for (Port::Impl* p : open_ports) {
+    if (!p->reply_retry.empty()) p->retry_replies();
+    if (p->retry_head) p->retry_sends();
+  }
+}
+
 void Node::Impl::poll() noexcept {
   // Oldest answers first: closed incarnations, then nacks for closed
   // numbers, then the open ports (which wait for both, per number).
