@@ -34,12 +34,14 @@ Node::Impl::~Impl() {
   // Ports the client leaked: closing them answers what they hold.
   for (auto& p : ports)
     if (p) close(p.get());
-  // Requests whose nacks never left go back to the core (the core may
-  // live on, attach()).
+  // Requests whose answers never left go back to the core while we are
+  // still its client (the core may live on, attach()).
   for (; closed_nacks_count > 0; --closed_nacks_count) {
     take(closed_nacks[closed_nacks_first].request);
     closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();
   }
+  for (auto& z : zombies)
+    while (Reply* r = z->reply_retry.pop()) take(r->request);
   // The core may live on (attach()): it must not call us back, and the
   // sends closed ports still have in flight then complete without us.
   (void)core.detach(wire::Upper::port, this);
@@ -116,6 +118,7 @@ void Node::Impl::send_room() noexcept {
   if (closed_nacks_count > 0) retry_closed_nacks();
   for (Port::Impl* p : open_ports) {
     if (!p->reply_retry.empty()) p->retry_replies();
+    if (p->ack_head && p->reply_retry.empty()) p->flush_acks();  // held back meanwhile
     if (p->retry_head) p->retry_sends();
   }
 }
@@ -191,13 +194,19 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
   // The arrival is taken from the core only once its nack leaves: until
   // then the sender's credit stays spent, so it cannot queue more nacks
   // than the core holds receive states (the ring's size).
-  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch, a.handle};
+  // Controls (resume, drop) are taken at once: they come with failures,
+  // not credits, so they cannot fill the ring, and holding them could spend
+  // the credit a sender keeps free for them.
+  const bool control = h.kind == wire::PortKind::resume || h.kind == wire::PortKind::drop;
+  if (control) take(a.handle);
+  core::Incoming* request = control ? nullptr : a.handle;
+  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch, request};
   // Answers leave in order: once one waits for core room, the rest queue;
   // and behind what a closed incarnation of that number still owes.
   if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, a.source, nullptr)) {
     const Status st = post_closed_nack(n);
     if (st != Status::no_resource) {  // sent, or the gate failed: the sender learns that
-      take(a.handle);
+      take(request);
       return;
     }
   }
@@ -206,7 +215,7 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
     // gate fails: say so.
     PIER_LOG(warn, "port", "cannot answer node {} for closed port {}: too many answers wait",
              a.source, h.receiving_port);
-    take(a.handle);
+    take(request);
     return;
   }
   closed_nacks[(closed_nacks_first + closed_nacks_count++) % closed_nacks.size()] = n;
