@@ -497,6 +497,12 @@ class Node::Impl final : public core::Client {
   /// fewer than the target's credits in flight and resume/drop, which
   /// do not count, always find a credit (sized at construction).
   std::vector<std::uint32_t> data_in_flight[wire::priority_count];
+  /// An op waits for data_in_flight to fall (limit_waiting); one fell while
+  /// it waited (limit_freed): the ports' queued sends are retried at the
+  /// end of the callback, not at the next poll.
+  bool limit_waiting = false, limit_freed = false;
+  /// Retries the open ports' queued sends once an op's credit came back.
+  void retry_after_credit() noexcept;
   /// How many data ops may be in flight to `node` on one priority.
   std::uint32_t data_limit(std::uint32_t node) const noexcept {
     const std::uint32_t credits = core.credit_limit(node);

@@ -193,7 +193,10 @@ Status Port::Impl::post(Op* op) noexcept {
   std::uint32_t* in_flight = nullptr;
   if (!is_control(op->kind)) {
     in_flight = &node.data_in_flight[c->priority][c->node];
-    if (*in_flight >= node.data_limit(c->node)) return Status::no_resource;  // retried from poll
+    if (*in_flight >= node.data_limit(c->node)) {
+      node.limit_waiting = true;  // retried when a credit comes back
+      return Status::no_resource;
+    }
   }
   Status s = core().send(a);
   if (s == Status::ok) {
@@ -319,6 +322,7 @@ void Port::Impl::release_credit(const Connection* c, Op* op) noexcept {
   if (!op->holds_credit) return;
   op->holds_credit = false;
   --node.data_in_flight[c->priority][c->node];
+  if (node.limit_waiting) node.limit_freed = true;
 }
 
 void Port::Impl::complete(Op* op) noexcept {

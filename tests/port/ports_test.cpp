@@ -1,6 +1,8 @@
 // Ports of one node: numbers, in_use, close and reopen, ids and host names,
 // configured token counts, send_to_peer (PEER events), messages between two
 // ports of the same process, and a send to a port closed meanwhile.
+#include <chrono>
+
 #include "harness.hpp"
 
 namespace pier::port::test {
@@ -76,6 +78,32 @@ TEST(Ports, TwoPortsOfOneNodeTalkAndPeerSendsArePeerEvents) {
   EXPECT_EQ(y.received[0].event.type, PIER_PORT_HIGH_PEER_RECV_EVENT);
   EXPECT_EQ(y.received[0].data, big_msg);
   EXPECT_EQ(x.completions[0].status, Status::ok);
+}
+
+// A port keeps fewer data ops in flight to a node than that node's core
+// credits; the rest queue, and go when an ack brings a credit back. They
+// went only at the sender's next poll: a sender waiting in another call
+// that progresses the core (here: only the core is progressed) stalled.
+TEST(Ports, OpsQueuedForACreditGoWhenItComesBack) {
+  config::ScopedSet credits("CORE_CREDITS", "8");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1), b(*w.nodes[1], 2);
+  constexpr int n = 20;  // beyond 7 in flight at a time
+  std::vector<std::vector<std::byte>> buffers;
+  for (int i = 0; i < n; ++i) {
+    buffers.push_back(buffer_for(4));
+    ASSERT_EQ(b.provide(buffers.back().data(), 4, Priority::low), Status::ok);
+  }
+  char msg[8] = "credit";
+  for (int i = 0; i < n; ++i) ASSERT_EQ(a.send(msg, 8, Priority::low, 1, 2, 1 + i), Status::ok);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (b.received.size() < n && std::chrono::steady_clock::now() < deadline) {
+    b.step();
+    (void)w.cores[0]->progress();
+  }
+  EXPECT_EQ(b.received.size(), std::size_t{n});
+  ASSERT_TRUE(run_until({&a, &b}, [&] { return a.completions.size() == n; }));
 }
 
 TEST(Ports, HeldArrivalsOfAClosingPortAreAnsweredClosed) {
