@@ -712,6 +712,9 @@ Status Core::progress() noexcept {
 void Core::wake() noexcept {
   impl_->wake();
 }
+void Core::owe_send_room() noexcept {
+  impl_->room_owed_ = true;
+}
 std::uint64_t Core::spin_ns() const noexcept {
   return std::uint64_t{impl_->settings_.spin_us} * 1000;
 }

@@ -225,6 +225,11 @@ class Core {
   Status wait_sleeping(Pred done, base::Deadline deadline) noexcept {
     return wait_for(done, deadline, 0, 0);
   }
+  /// Asks for Client::send_room() at the end of this progress pass (or the
+  /// next), once there is send room: for an upper that freed room of its
+  /// own inside a callback and must not send before the pass has run every
+  /// finalize and peer_failed (a send to a failed gate fails at once).
+  void owe_send_room() noexcept;
   /// Thread-safe, from any thread: ends a sleep of wait()/wait_sleeping()
   /// in the thread driving the core (or the next one to start), so it
   /// re-checks its predicate at once. Cheap when nobody sleeps.

@@ -439,9 +439,9 @@ class Node::Impl final : public core::Client {
   void lib_parse(const core::Arrival& a) noexcept override;
   void lib_finalize(void* cookie, Status status) noexcept override;
   void peer_failed(core::Rank peer) noexcept override;
-  /// The core has room again: what waits for it goes now, not at the
-  /// next poll (whoever progresses the core, the answers of closed ports
-  /// included).
+  /// The core has room again, or an op's credit came back (owe_send_room):
+  /// what waits goes now, not at the next poll (whoever progresses the
+  /// core, the answers of closed ports included).
   void send_room() noexcept override;
 
   Result<Port::Impl*> open(unsigned id);
@@ -497,12 +497,10 @@ class Node::Impl final : public core::Client {
   /// fewer than the target's credits in flight and resume/drop, which
   /// do not count, always find a credit (sized at construction).
   std::vector<std::uint32_t> data_in_flight[wire::priority_count];
-  /// An op waits for data_in_flight to fall (limit_waiting); one fell while
-  /// it waited (limit_freed): the ports' queued sends are retried at the
-  /// end of the callback, not at the next poll.
-  bool limit_waiting = false, limit_freed = false;
-  /// Retries the open ports' queued sends once an op's credit came back.
-  void retry_after_credit() noexcept;
+  /// An op waits for data_in_flight to fall: a credit that comes back asks
+  /// the core for send_room() at the end of the pass (after every finalize
+  /// and peer_failed, so a retry never overtakes an older op's failure).
+  bool limit_waiting = false;
   /// How many data ops may be in flight to `node` on one priority.
   std::uint32_t data_limit(std::uint32_t node) const noexcept {
     const std::uint32_t credits = core.credit_limit(node);

@@ -168,14 +168,6 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
     port->on_reply(a, h);
   else
     port->on_arrival(a, h);
-  if (limit_freed) retry_after_credit();
-}
-
-void Node::Impl::retry_after_credit() noexcept {
-  limit_freed = false;
-  limit_waiting = false;  // set again by a send still refused
-  for (Port::Impl* p : open_ports)
-    if (p->retry_head) p->retry_sends();
 }
 
 Status Node::Impl::post_closed_nack(const ClosedNack& n) noexcept {
@@ -268,7 +260,6 @@ void Node::Impl::lib_finalize(void* cookie, Status status) noexcept {
       break;
     }
   }
-  if (limit_freed) retry_after_credit();
 }
 
 // ---- the facade

@@ -322,7 +322,10 @@ void Port::Impl::release_credit(const Connection* c, Op* op) noexcept {
   if (!op->holds_credit) return;
   op->holds_credit = false;
   --node.data_in_flight[c->priority][c->node];
-  if (node.limit_waiting) node.limit_freed = true;
+  if (node.limit_waiting) {
+    node.limit_waiting = false;  // set again by a send still refused
+    node.core.owe_send_room();
+  }
 }
 
 void Port::Impl::complete(Op* op) noexcept {
