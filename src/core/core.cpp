@@ -599,6 +599,9 @@ Status Core::write(const Region& region, std::size_t offset,
   return Status::ok;
 }
 
+// The frame's upper_length holds any header send() takes.
+static_assert(Core::max_upper_header <= 0xff);
+
 Status Core::send(const SendArgs& a) noexcept {
   Impl& impl = *impl_;
   if (!impl.connected_) return Status::not_initialized;
@@ -652,6 +655,8 @@ Status Core::send(const SendArgs& a) noexcept {
   const std::size_t eager_size = wire::FrameHeader::size + a.header.size() + a.length;
   m->rendezvous = eager_size > gate.send_limit;
   h.type = m->rendezvous ? wire::PacketType::rts : wire::PacketType::eager;
+  // An rts carries its upper header after the RtsHeader, to the end of the payload.
+  h.upper_length = m->rendezvous ? 0 : static_cast<std::uint8_t>(a.header.size());
   std::size_t at = wire::FrameHeader::size;
   if (m->rendezvous) {
     wire::RtsHeader rts;

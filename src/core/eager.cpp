@@ -86,6 +86,7 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   h.type = wire::PacketType::eager;
   h.priority = a.priority;
   h.upper = a.upper;
+  h.upper_length = static_cast<std::uint8_t>(a.header.size());
   h.source_endpoint = rank_;
   h.source_port = a.source_port;
   h.destination_port = a.destination_port;
@@ -167,8 +168,12 @@ Status Core::Impl::eager_send(SendMsg& m) noexcept {
 
 Status Core::Impl::eager_arrival(Gate& gate, const wire::FrameHeader& h,
                                  std::span<const std::byte> payload, int slot) noexcept {
-  const std::size_t header = header_size_[static_cast<std::size_t>(h.upper)];
-  if (payload.size() < header) {
+  // An upper layer's header is at most what it attached with; it may send
+  // less (the port layer's compact send header). Packets for an upper with
+  // no client attached are dropped further on, not failed here.
+  const std::size_t header = h.upper_length;
+  const std::size_t attached = header_size_[static_cast<std::size_t>(h.upper)];
+  if (payload.size() < header || (attached != 0 && header > attached)) {
     gate.give_slot(slot);
     return Status::malformed;
   }

@@ -177,7 +177,9 @@ Status Port::Impl::post(Op* op) noexcept {
       break;
   }
   std::array<std::byte, wire::PortHeader::size> bytes{};
-  if (!wire::encode(h, bytes)) return Status::internal;
+  const Result<std::size_t> encoded =
+      h.kind == wire::PortKind::send ? wire::encode_compact(h, bytes) : wire::encode(h, bytes);
+  if (!encoded) return Status::internal;
   core::SendArgs a;
   a.cookie = tagged(op, CookieTag::op_send);
   a.peer = c->node;
@@ -185,7 +187,7 @@ Status Port::Impl::post(Op* op) noexcept {
   a.source_port = h.sending_port;
   a.destination_port = h.receiving_port;
   a.upper = wire::Upper::port;
-  a.header = bytes;
+  a.header = std::span(bytes).first(*encoded);
   if (payload && op->length > 0) {
     a.region = &op->region;
     a.length = op->length;

@@ -29,7 +29,7 @@ namespace pier::wire {
 
 /// The protocol version every header of this file and of portals.hpp and
 /// port.hpp carries in its first byte. Bumped on any incompatible change.
-inline constexpr std::uint8_t version = 1;
+inline constexpr std::uint8_t version = 2;
 
 /// Core packet types. The values follow nmad's protocol ids where the meaning
 /// matches (data 0x01, short data 0x02, rdv 0x04, rtr 0x05, ack 0x06); 0x00
@@ -86,6 +86,10 @@ struct FrameHeader {
   std::uint8_t flags = 0;
   std::uint8_t priority = 0;
   Upper upper = Upper::none;
+  /// eager: bytes of upper-layer header at the start of the payload (an
+  /// upper layer may send a shorter header when the frame already carries
+  /// some of its fields); 0 for the other types.
+  std::uint8_t upper_length = 0;
   std::uint16_t credit_return = 0;
   std::uint32_t payload_length = 0;  ///< bytes after this header
   std::uint32_t sequence = 0;
@@ -217,7 +221,7 @@ inline constexpr std::size_t off_type = 1;
 inline constexpr std::size_t off_flags = 2;
 inline constexpr std::size_t off_priority = 3;
 inline constexpr std::size_t off_upper = 4;
-inline constexpr std::size_t off_reserved = 5;
+inline constexpr std::size_t off_upper_length = 5;
 inline constexpr std::size_t off_credit = 6;
 inline constexpr std::size_t off_payload = 8;
 inline constexpr std::size_t off_sequence = 12;
@@ -237,6 +241,9 @@ constexpr bool fields_valid(const FrameHeader& h) noexcept {
   if (h.priority >= priority_count) return false;
   if (static_cast<std::uint8_t>(h.upper) >= upper_limit) return false;
   if (!carries_upper(h.type) && h.upper != Upper::none) return false;
+  if (h.upper_length != 0 &&
+      (h.type != PacketType::eager || h.upper == Upper::none || h.upper_length > h.payload_length))
+    return false;
   return h.payload_length >= min_payload(h.type) && h.payload_length <= max_payload(h.type);
 }
 }  // namespace frame_layout
@@ -254,7 +261,7 @@ inline bool encode_into(const FrameHeader& h,
   store_u8(out, off_flags, h.flags);
   store_u8(out, off_priority, h.priority);
   store_u8(out, off_upper, static_cast<std::uint8_t>(h.upper));
-  store_zero(out, off_reserved, 1);
+  store_u8(out, off_upper_length, h.upper_length);
   store_u16(out, off_credit, h.credit_return);
   store_u32(out, off_payload, h.payload_length);
   store_u32(out, off_sequence, h.sequence);
@@ -271,12 +278,12 @@ inline Result<FrameHeader> FrameHeader::decode(std::span<const std::byte> in) no
   if (in.empty()) return Status::malformed;
   if (load_u8(in, off_version) != version) return Status::version_mismatch;
   if (in.size() < size) return Status::malformed;
-  if (!all_zero(in, off_reserved, 1)) return Status::malformed;
   FrameHeader h;
   h.type = static_cast<PacketType>(load_u8(in, off_type));
   h.flags = load_u8(in, off_flags);
   h.priority = load_u8(in, off_priority);
   h.upper = static_cast<Upper>(load_u8(in, off_upper));
+  h.upper_length = load_u8(in, off_upper_length);
   h.credit_return = load_u16(in, off_credit);
   h.payload_length = load_u32(in, off_payload);
   h.sequence = load_u32(in, off_sequence);

@@ -20,6 +20,15 @@ constexpr std::size_t off_tag = 16;
 constexpr std::size_t off_remote_address = 24;
 constexpr std::size_t off_cookie = 32;
 static_assert(off_cookie + 8 == PortHeader::size);
+
+// The compact send: version, kind, size_class, a reserved byte, epoch,
+// peer_epoch, tag.
+constexpr std::size_t compact_off_size_class = 2;
+constexpr std::size_t compact_off_reserved = 3;
+constexpr std::size_t compact_off_epoch = 4;
+constexpr std::size_t compact_off_peer_epoch = 6;
+constexpr std::size_t compact_off_tag = 8;
+static_assert(compact_off_tag + 8 == PortHeader::compact_size);
 static_assert(max_length_for_size(max_size_class) >= max_port_message);
 static_assert(max_length_for_size(min_size_class) == 0);
 
@@ -113,6 +122,41 @@ Result<PortHeader> PortHeader::decode(std::span<const std::byte> in) noexcept {
   h.tag = load_u64(in, off_tag);
   h.remote_address = load_u64(in, off_remote_address);
   h.cookie = load_u64(in, off_cookie);
+  if (!fields_valid(h)) return Status::malformed;
+  return h;
+}
+
+Result<std::size_t> encode_compact(const PortHeader& h, std::span<std::byte> out) noexcept {
+  if (out.size() < PortHeader::compact_size || h.kind != PortKind::send || !fields_valid(h))
+    return Status::invalid_argument;
+  store_u8(out, off_version, version);
+  store_u8(out, off_kind, static_cast<std::uint8_t>(h.kind));
+  store_u8(out, compact_off_size_class, h.size_class);
+  store_zero(out, compact_off_reserved, 1);
+  store_u16(out, compact_off_epoch, h.epoch);
+  store_u16(out, compact_off_peer_epoch, h.peer_epoch);
+  store_u64(out, compact_off_tag, h.tag);
+  return PortHeader::compact_size;
+}
+
+Result<PortHeader> PortHeader::decode_compact(std::span<const std::byte> in,
+                                              const PortRouting& r) noexcept {
+  if (in.empty()) return Status::malformed;
+  if (load_u8(in, off_version) != version) return Status::version_mismatch;
+  if (in.size() < compact_size) return Status::malformed;
+  if (load_u8(in, off_kind) != static_cast<std::uint8_t>(PortKind::send) ||
+      !all_zero(in, compact_off_reserved, 1) || r.length > max_port_message)
+    return Status::malformed;
+  PortHeader h;
+  h.kind = PortKind::send;
+  h.priority = r.priority;
+  h.size_class = load_u8(in, compact_off_size_class);
+  h.sending_port = r.sending_port;
+  h.receiving_port = r.receiving_port;
+  h.length = static_cast<std::uint32_t>(r.length);
+  h.epoch = load_u16(in, compact_off_epoch);
+  h.peer_epoch = load_u16(in, compact_off_peer_epoch);
+  h.tag = load_u64(in, compact_off_tag);
   if (!fields_valid(h)) return Status::malformed;
   return h;
 }

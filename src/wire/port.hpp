@@ -42,8 +42,19 @@ constexpr std::uint64_t max_length_for_size(std::uint8_t s) noexcept {
   return s < min_size_class || s > max_size_class ? 0 : (std::uint64_t{1} << s) - 8;
 }
 
+/// The fields of a port header that the core's frame already carries.
+struct PortRouting {
+  std::uint8_t priority = 0;
+  std::uint16_t sending_port = 0;
+  std::uint16_t receiving_port = 0;
+  std::uint64_t length = 0;  ///< the message's payload bytes
+};
+
 struct PortHeader {
   static constexpr std::size_t size = 40;
+  /// A send in an eager packet: the frame carries its routing, so its
+  /// header shrinks to this and an 8-byte send fits one 64-byte shm line.
+  static constexpr std::size_t compact_size = 16;
 
   PortKind kind = PortKind::send;
   std::uint8_t priority = 0;    ///< 0 low, 1 high
@@ -66,7 +77,13 @@ struct PortHeader {
 
   bool operator==(const PortHeader&) const = default;
   static Result<PortHeader> decode(std::span<const std::byte> in) noexcept;
+  /// The compact form (a send only); the routing fields come from `r`.
+  static Result<PortHeader> decode_compact(std::span<const std::byte> in,
+                                           const PortRouting& r) noexcept;
 };
 Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexcept;
+/// A send in compact_size bytes; invalid_argument for another kind, a field
+/// out of range or a short buffer.
+Result<std::size_t> encode_compact(const PortHeader& h, std::span<std::byte> out) noexcept;
 
 }  // namespace pier::wire

@@ -10,9 +10,13 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def frame(ptype, payload, flags=0, prio=0, upper=0, credit=0, seq=0, src=0, sport=0, dport=0):
-    return struct.pack('<BBBBBxHIIIHH', 1, ptype, flags, prio, upper, credit, payload, seq, src,
-                       sport, dport)
+VERSION = 2
+
+
+def frame(ptype, payload, flags=0, prio=0, upper=0, credit=0, seq=0, src=0, sport=0, dport=0,
+          upper_len=0):
+    return struct.pack('<BBBBBBHIIIHH', VERSION, ptype, flags, prio, upper, upper_len, credit,
+                       payload, seq, src, sport, dport)
 
 
 def driver_local(subtype, body):
@@ -23,18 +27,20 @@ RTS = struct.pack('<QQ', 0x1122334455667788, 0x100000000)
 RTR = struct.pack('<QQQB7x', 1, 0x10, 0x2000, 3) + b'\xaa\xbb\xcc' + bytes(45)
 DATA = struct.pack('<QQ', 0xff, 0x0102030405060708)
 ACK = struct.pack('<QB7x', 2, 2)
-PUT = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', 1, 1, 1, 0, 1, 0, 0, 0, 0x0a000001, 0x1234,
+PUT = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 1, 1, 0, 1, 0, 0, 0, 0x0a000001, 0x1234,
                   0x0a000002, 0x5678, 1000, 4, 0xdeadbeefcafef00d, 0x0102030405060708, 0x1000,
                   0x10000, 0, 0x8000000000000001, 0)
-CSWAP = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', 1, 5, 0, 1, 0, 12, 7, 0, 3, 0, 9, 0, 0, 0, 0x11,
+CSWAP = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 5, 0, 1, 0, 12, 7, 0, 3, 0, 9, 0, 0, 0, 0x11,
                     0, 0x40, 8, 0, 0x99, 8)
-ACK_ANSWER = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', 1, 7, 0, 0, 1, 0, 0, 2, 1, 2, 3, 4, 0, 0, 0,
+ACK_ANSWER = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 7, 0, 0, 1, 0, 0, 2, 1, 2, 3, 4, 0, 0, 0,
                          0, 0, 0x100, 0x80, 0x0102, 0)
-SEND = struct.pack('<BBBBHHI4xQQQ', 1, 1, 1, 12, 2, 0x0103, 4000, 0x0123456789abcdef, 0, 0)
-GET = struct.pack('<BBBBHHI4xQQQ', 1, 3, 0, 0, 1, 1, 0x10000, 0, 0x00007f0000001000, 0x42)
+SEND = struct.pack('<BBBBHHI4xQQQ', VERSION, 1, 1, 12, 2, 0x0103, 4000, 0x0123456789abcdef, 0, 0)
+# A send's compact header (the frame carries priority, ports and length).
+COMPACT_SEND = struct.pack('<BBBxHHQ', VERSION, 1, 4, 0x0809, 0x0a0b, 3)
+GET = struct.pack('<BBBBHHI4xQQQ', VERSION, 3, 0, 0, 1, 1, 0x10000, 0, 0x00007f0000001000, 0x42)
 
 CORPUS = {
-    'fuzz_frame': [frame(0x02, 0x1234, 0x40, 1, 1, 0x0102, 0xa1b2c3d4, 7, 5, 0xbeef),
+    'fuzz_frame': [frame(0x02, 0x1234, 0x40, 1, 1, 0x0102, 0xa1b2c3d4, 7, 5, 0xbeef, 0x58),
                    frame(0x07, 0, credit=3), frame(0x05, 80), driver_local(0x0a0b, b'hello')[:24]],
     'fuzz_rts': [RTS],
     'fuzz_rtr': [RTR],
@@ -42,10 +48,13 @@ CORPUS = {
     'fuzz_ack': [ACK],
     'fuzz_driver_local': [struct.pack('<HxxI', 0x0a0b, 5)],
     'fuzz_portals': [PUT, CSWAP, ACK_ANSWER],
-    'fuzz_port': [SEND, GET],
+    # fuzz_port: a full header, or (first byte 0xc0) routing then a compact one.
+    'fuzz_port': [SEND, GET, b'\xc0' + struct.pack('<BHHI', 1, 2, 3, 8) + COMPACT_SEND],
     # Two control bytes (head capacity / 4, fragmentation), then a stream.
     'fuzz_stream_parser': [
-        b'\x00\x07' + frame(0x02, 88 + 5, upper=1) + PUT + b'hello' + frame(0x07, 0, credit=1),
+        b'\x00\x07' + frame(0x02, 88 + 5, upper=1, upper_len=88) + PUT + b'hello' +
+        frame(0x07, 0, credit=1) + frame(0x02, 16 + 8, upper=2, upper_len=16) + COMPACT_SEND +
+        b'8 bytes!',
         b'\x40\x01' + frame(0x04, 16 + 40, upper=2) + RTS + SEND + frame(0x05, 80) + RTR +
         frame(0x06, 16) + ACK,
         b'\x00\x33' + driver_local(0, b'') + driver_local(1, bytes(range(200)) * 3) +

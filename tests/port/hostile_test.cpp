@@ -17,8 +17,12 @@ class Raw final : public core::Client {
  public:
   explicit Raw(core::Core& c) : core_(c) {}
   void lib_parse(const core::Arrival& a) noexcept override {
-    auto h = wire::PortHeader::decode(a.header);
+    auto h = a.header.size() == wire::PortHeader::compact_size
+                 ? wire::PortHeader::decode_compact(
+                       a.header, {a.priority, a.source_port, a.destination_port, a.length})
+                 : wire::PortHeader::decode(a.header);
     if (h) answers.push_back(*h);
+    if (h) header_sizes.push_back(a.header.size());
     if (hold) {  // not taken: the sender's credit stays spent
       held.push_back(a.handle);
       return;
@@ -62,6 +66,7 @@ class Raw final : public core::Client {
   }
 
   std::vector<wire::PortHeader> answers;
+  std::vector<std::size_t> header_sizes;  ///< of each entry of answers, as it came
   std::deque<core::Region> regions;
   bool hold = false;  ///< answers are recorded but not taken
   std::vector<core::Incoming*> held;
@@ -168,6 +173,18 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     put.length = 8;
     put.remote_address = 0x1000;
     ASSERT_EQ(raw.send(put, &eight), Status::ok);
+    // Compact headers (a send's, routed by the frame) that do not hold.
+    std::array<std::byte, wire::PortHeader::compact_size> compact{};
+    ASSERT_TRUE(wire::encode_compact(good, compact));
+    auto send_compact = [&](std::size_t at, std::uint8_t v) {
+      std::array<std::byte, wire::PortHeader::compact_size> c = compact;
+      c[at] = std::byte{v};
+      return raw.send(c, 0, 1, 2, &eight);
+    };
+    ASSERT_EQ(send_compact(1, static_cast<std::uint8_t>(wire::PortKind::put)), Status::ok);
+    ASSERT_EQ(send_compact(2, 3), Status::ok);  // size class 3 holds no 8 bytes
+    ASSERT_EQ(send_compact(3, 1), Status::ok);  // reserved
+    ASSERT_EQ(raw.send(std::span(enc).first(24), 0, 1, 2, &eight), Status::ok);  // neither size
     pump(200);
     EXPECT_TRUE(b.received.empty());
     ASSERT_EQ(raw.answers.size(), 1u);
@@ -188,6 +205,13 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     ASSERT_GE(raw.answers.size(), 2u);
     EXPECT_EQ(raw.answers.back().kind, wire::PortKind::ack);
     EXPECT_EQ(raw.answers.back().tag, 2u);  // the resume and the send, coalesced
+    // The same send in its compact form is taken as well.
+    ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+    ASSERT_TRUE(wire::encode_compact(good, compact));
+    ASSERT_EQ(raw.send(compact, 0, 3, 2, &eight), Status::ok);
+    for (int i = 0; i < 2000 && b.received.size() < 2; ++i) pump(1);
+    ASSERT_EQ(b.received.size(), 2u);
+    EXPECT_EQ(b.received[1].data, eight);
   }
   node->reset();
   cores.clear();
@@ -423,6 +447,46 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
 
 /// A nack whose status names no failure (in_progress) is still a failure
 /// the sender reports, not a silent park that would stall the connection.
+TEST(PortHostile, SendsLeaveWithTheCompactHeaderAndTheOtherKindsWithTheFullOne) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  auto cores = connected_cores(2);
+  ASSERT_EQ(cores.size(), 2u);
+  Raw raw(*cores[0]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    auto pump = [&] {
+      b.step();
+      (void)cores[0]->progress();
+    };
+    char msg[8] = "x";
+    ASSERT_EQ(b.send(msg, sizeof msg, Priority::high, 0, 1, 7), Status::ok);
+    for (int i = 0; i < 2000 && raw.answers.empty(); ++i) pump();
+    ASSERT_EQ(raw.answers.size(), 1u);
+    EXPECT_EQ(raw.header_sizes[0], wire::PortHeader::compact_size);
+    const wire::PortHeader& h = raw.answers[0];
+    EXPECT_EQ(h.kind, wire::PortKind::send);
+    EXPECT_EQ(h.priority, 1);
+    EXPECT_EQ(h.sending_port, 2);
+    EXPECT_EQ(h.receiving_port, 1);
+    EXPECT_EQ(h.length, sizeof msg);
+    EXPECT_EQ(h.size_class, 4);  // ceil(log2(8 + 8))
+    // A get request carries an address and a cookie: the full header.
+    ASSERT_EQ(b.port->register_memory(msg, sizeof msg), Status::ok);
+    ASSERT_EQ(
+        b.port->get(0x1000, msg, sizeof msg, Priority::low, 0, 1, Driver::on_sent, Driver::id(9)),
+        Status::ok);
+    for (int i = 0; i < 2000 && raw.answers.size() < 2; ++i) pump();
+    ASSERT_EQ(raw.answers.size(), 2u);
+    EXPECT_EQ(raw.answers[1].kind, wire::PortKind::get_request);
+    EXPECT_EQ(raw.header_sizes[1], wire::PortHeader::size);
+  }
+  node->reset();
+  cores.clear();
+}
+
 TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   auto cores = connected_cores(2);

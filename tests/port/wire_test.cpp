@@ -54,7 +54,7 @@ PortHeader answer(PortKind kind, std::uint64_t tag) {
 
 //                     version kind  prio  size  sending     receiving
 Bytes head(int kind) {
-  return bytes({0x01, kind, 0x01, 0x00, 0x03, 0x02, 0x04, 0x00});
+  return bytes({0x02, kind, 0x01, 0x00, 0x03, 0x02, 0x04, 0x00});
 }
 Bytes cat(Bytes a, const Bytes& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -72,7 +72,7 @@ TEST(PortWire, AckGolden) {
       cat(cat(cat(head(5), answer_epochs), bytes({0x2a, 0x01, 0, 0, 0, 0, 0, 0})), zeros(16));
   check_golden(answer(PortKind::ack, 0x12a), golden);
   // The count is at least 1 and fits 32 bits; no length, size, address, cookie.
-  EXPECT_EQ(decode_with(cat(cat(cat(head(5), zeros(8)), zeros(8)), zeros(16)), 0, 1),
+  EXPECT_EQ(decode_with(cat(cat(cat(head(5), zeros(8)), zeros(8)), zeros(16)), 0, 2),
             Status::malformed);
   EXPECT_EQ(decode_with(golden, 20, 1), Status::malformed);  // count 2^32 + ...
   EXPECT_EQ(decode_with(golden, 8, 1), Status::malformed);   // length

@@ -284,6 +284,38 @@ TEST(Hostile, PacketsBeyondTheAdvertisedCapacityFailThePeer) {
   (void)cores[1]->detach(wire::Upper::port, &rx);
 }
 
+/// An eager packet's upper header is as long as its sender made it (the
+/// frame says), up to what the receiving client attached with: a shorter
+/// one arrives as sent, a longer one is a hostile peer's.
+TEST(Hostile, AnUpperHeaderLongerThanTheClientTookFailsThePeerAndAShorterOneArrivesAsSent) {
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  std::vector<std::byte> data = pattern(8, 3);
+  auto region = c.cores[0]->validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  std::array<std::byte, 2 * header_size> header{};
+  for (std::size_t i = 0; i < header.size(); ++i) header[i] = std::byte(i + 1);
+  SendArgs a;
+  a.peer = 1;
+  a.upper = wire::Upper::port;
+  a.header = std::span(header).first(header_size / 2);
+  a.region = &*region;
+  a.length = data.size();
+  ASSERT_EQ(c.cores[0]->send(a), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->parsed.size() == 1; }));
+  const Parsed& p = c.clients[1]->parsed[0];
+  EXPECT_EQ(p.header, std::vector<std::byte>(header.begin(), header.begin() + header_size / 2));
+  EXPECT_EQ(p.length, data.size());
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() == 1; }));
+  EXPECT_EQ(c.clients[1]->buffers.back(), data);
+
+  a.header = header;  // twice what rank 1's client attached with
+  ASSERT_EQ(c.cores[0]->send(a), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return c.cores[1]->gate_status(0) != Status::ok; }));
+  EXPECT_EQ(c.cores[1]->gate_status(0), Status::malformed);
+  EXPECT_EQ(c.clients[1]->parsed.size(), 1u);
+}
+
 /// A peer that opens more rendezvous than the credits we grant (here: told
 /// we grant 1000) and leaves them unanswered is failed once it holds its
 /// whole grant of our receive states; the states it could not take stay for

@@ -85,9 +85,9 @@ Control sample() {
 
 TEST(OfiCodec, ControlGoldenBytes) {
   const ControlBytes b = encode_control(sample());
-  // wire frame: version 1, type driver_local (8), payload 48; then the
+  // wire frame: version 2, type driver_local (8), payload 48; then the
   // driver-local header: subtype 2 (credit), body length 40.
-  const auto prefix = bytes({1, 8, 0, 0, 0, 0, 0, 0, 48, 0, 0, 0, 0,  0, 0, 0,  //
+  const auto prefix = bytes({2, 8, 0, 0, 0, 0, 0, 0, 48, 0, 0, 0, 0,  0, 0, 0,  //
                              0, 0, 0, 0, 0, 0, 0, 0, 2,  0, 0, 0, 40, 0, 0, 0});
   const auto body = bytes({1,    1,    0,    0,    0x0d, 0x0c, 0x0b, 0x0a,  //
                            0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,  //

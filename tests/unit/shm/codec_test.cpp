@@ -73,8 +73,8 @@ TEST(ShmCodec, ControlMessagesAreDriverLocalPackets) {
   h.max_packet = 32768;
   h.segment_size = segment_size(8192);
   const auto msg = encode_hello(h);
-  // The src/wire frame: version 1, type driver_local (8), payload 8 + 80.
-  EXPECT_EQ(msg[0], std::byte{1});
+  // The src/wire frame: version 2, type driver_local (8), payload 8 + 80.
+  EXPECT_EQ(msg[0], std::byte{2});
   EXPECT_EQ(msg[1], std::byte{8});
   Result<Control> c = decode_control(msg);
   ASSERT_TRUE(c.has_value());

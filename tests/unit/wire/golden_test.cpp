@@ -78,7 +78,7 @@ void check_rejected_bytes(const Bytes& golden, std::initializer_list<std::size_t
 
 template <class H>
 void check_version(const Bytes& golden) {
-  for (int v : {0x00, 0x02, 0xff}) {
+  for (int v : {0x00, 0x01, 0xff}) {
     Bytes bad = golden;
     bad[0] = static_cast<std::byte>(v);
     EXPECT_EQ(H::decode(bad).status(), Status::version_mismatch) << v;
@@ -94,6 +94,7 @@ FrameHeader golden_frame() {
   f.flags = flag_ack_request;
   f.priority = 1;
   f.upper = Upper::portals;
+  f.upper_length = 0x58;
   f.credit_return = 0x0102;
   f.payload_length = 0x1234;
   f.sequence = 0xa1b2c3d4;
@@ -103,14 +104,37 @@ FrameHeader golden_frame() {
   return f;
 }
 
-const Bytes frame_bytes = bytes({0x01, 0x02, 0x40, 0x01, 0x01, 0x00, 0x02, 0x01,  //
+const Bytes frame_bytes = bytes({0x02, 0x02, 0x40, 0x01, 0x01, 0x58, 0x02, 0x01,  //
                                  0x34, 0x12, 0x00, 0x00, 0xd4, 0xc3, 0xb2, 0xa1,  //
                                  0x07, 0x00, 0x00, 0x00, 0x05, 0x00, 0xef, 0xbe});
 
 TEST(Golden, FrameHeader) {
   check_golden(golden_frame(), frame_bytes);
   check_version<FrameHeader>(frame_bytes);
-  check_rejected_bytes<FrameHeader>(frame_bytes, {5});  // reserved
+}
+
+TEST(Golden, FrameUpperLengthIsAnEagerPacketsUpperHeaderWithinItsPayload) {
+  auto with = [](std::size_t at, int v, Bytes b = frame_bytes) {
+    b[at] = static_cast<std::byte>(v);
+    return FrameHeader::decode(b).status();
+  };
+  EXPECT_EQ(with(5, 0), Status::ok);     // no upper header
+  EXPECT_EQ(with(5, 0xff), Status::ok);  // within the payload
+  // Only an eager packet says where its upper header ends (an rts carries
+  // it to the end of its payload), and only one that names an upper.
+  EXPECT_EQ(with(1, 0x04), Status::malformed);
+  EXPECT_EQ(with(4, 0x00), Status::malformed);
+  // Not longer than the payload.
+  Bytes short_payload = frame_bytes;
+  short_payload[8] = std::byte{0x57};
+  short_payload[9] = std::byte{0x00};
+  EXPECT_EQ(FrameHeader::decode(short_payload).status(), Status::malformed);
+  short_payload[8] = std::byte{0x58};
+  EXPECT_EQ(FrameHeader::decode(short_payload).status(), Status::ok);
+  FrameHeader f = golden_frame();
+  f.payload_length = 0x57;
+  Bytes out(FrameHeader::size);
+  EXPECT_EQ(encode(f, out).status(), Status::invalid_argument);
 }
 
 TEST(Golden, FrameHeaderFieldsAreChecked) {
@@ -147,7 +171,7 @@ TEST(Golden, FrameHeaderFieldsAreChecked) {
 }
 
 TEST(Golden, DriverLocalPrefix) {
-  const Bytes golden = cat({bytes({0x01, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  //
+  const Bytes golden = cat({bytes({0x02, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  //
                                    0x0d, 0x00, 0x00, 0x00}),
                             zeros(12), bytes({0x0b, 0x0a, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00})});
   Bytes out(driver_local_prefix);
@@ -238,7 +262,7 @@ PortalsHeader golden_put() {
 }
 
 const Bytes put_bytes = cat({
-    bytes({0x01, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00}),  // version .. ni_fail
+    bytes({0x02, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00}),  // version .. ni_fail
     bytes({0x01, 0x00, 0x00, 0x0a, 0x34, 0x12, 0x00, 0x00}),  // initiator nid, pid
     bytes({0x02, 0x00, 0x00, 0x0a, 0x78, 0x56, 0x00, 0x00}),  // target nid, pid
     bytes({0xe8, 0x03, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00}),  // uid, pt_index
@@ -272,7 +296,7 @@ TEST(Golden, PortalsCompareAndSwap) {
   h.cookie = 0x99;
   h.operand_length = 8;
   const Bytes golden = cat({
-      bytes({0x01, 0x05, 0x00, 0x01, 0x00, 0x0c, 0x08, 0x00}),
+      bytes({0x02, 0x05, 0x00, 0x01, 0x00, 0x0c, 0x08, 0x00}),
       bytes({0x03, 0x00, 0x00, 0x00}),
       zeros(4),
       bytes({0x09, 0x00, 0x00, 0x00}),
@@ -327,7 +351,7 @@ TEST(Golden, PortalsAckAnswer) {
   h.mlength = 0x80;
   h.cookie = 0x0102;
   const Bytes golden = cat({
-      bytes({0x01, 0x07, 0x00, 0x00, 0x01, 0x00, 0x00, 0x02}),
+      bytes({0x02, 0x07, 0x00, 0x00, 0x01, 0x00, 0x00, 0x02}),
       bytes({0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00}),
       bytes({0x03, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00}),
       zeros(8),
@@ -367,7 +391,7 @@ TEST(Golden, PortSend) {
   h.epoch = 0x0809;
   h.peer_epoch = 0x0a0b;  // of the port the piggybacked acks answer
   h.tag = 0x0123456789abcdef;
-  const Bytes golden = cat({bytes({0x01, 0x01, 0x01, 0x0c, 0x02, 0x00, 0x03, 0x01}),
+  const Bytes golden = cat({bytes({0x02, 0x01, 0x01, 0x0c, 0x02, 0x00, 0x03, 0x01}),
                             bytes({0xa0, 0x0f, 0x00, 0x00}), bytes({0x09, 0x08, 0x0b, 0x0a}),
                             bytes({0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01}), zeros(16)});
   check_golden(h, golden);
@@ -377,6 +401,44 @@ TEST(Golden, PortSend) {
   Bytes no_acks = golden;
   for (std::size_t i = 16; i < 24; ++i) no_acks[i] = std::byte{0};
   EXPECT_EQ(PortHeader::decode(no_acks).status(), Status::malformed);
+
+  // The compact form: the frame carries priority, ports and length.
+  const Bytes compact = cat({bytes({0x02, 0x01, 0x0c, 0x00, 0x09, 0x08, 0x0b, 0x0a}),
+                             bytes({0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01})});
+  Bytes out(PortHeader::compact_size);
+  ASSERT_EQ(encode_compact(h, out).value_or(0), PortHeader::compact_size);
+  EXPECT_EQ(out, compact);
+  const PortRouting routing{1, 2, 0x0103, 4000};
+  Result<PortHeader> back = PortHeader::decode_compact(compact, routing);
+  ASSERT_TRUE(back.has_value()) << to_string(back.status());
+  EXPECT_EQ(*back, h);
+  for (int v : {0x00, 0x01, 0xff}) {
+    Bytes bad = compact;
+    bad[0] = static_cast<std::byte>(v);
+    EXPECT_EQ(PortHeader::decode_compact(bad, routing).status(), Status::version_mismatch) << v;
+  }
+  auto compact_with = [&](std::size_t at, int v) {
+    Bytes b = compact;
+    b[at] = static_cast<std::byte>(v);
+    return PortHeader::decode_compact(b, routing).status();
+  };
+  EXPECT_EQ(compact_with(1, 0x02), Status::malformed);  // only a send is compact
+  EXPECT_EQ(compact_with(2, 0x02), Status::malformed);  // size class below 3
+  EXPECT_EQ(compact_with(2, 0x0b), Status::malformed);  // 4000 bytes need 12
+  EXPECT_EQ(compact_with(3, 0x01), Status::malformed);  // reserved
+  EXPECT_EQ(PortHeader::decode_compact(std::span(compact).first(15), routing).status(),
+            Status::malformed);
+  EXPECT_EQ(PortHeader::decode_compact(compact, {2, 2, 0x0103, 4000}).status(),
+            Status::malformed);  // priority
+  EXPECT_EQ(PortHeader::decode_compact(compact, {1, 2, 0x0103, 0x8000'0000}).status(),
+            Status::malformed);  // longer than a port message
+  PortHeader put = h;
+  put.kind = PortKind::put;
+  put.size_class = 0;
+  put.tag = 0;
+  put.peer_epoch = 0;
+  EXPECT_EQ(encode_compact(put, out).status(), Status::invalid_argument);
+  EXPECT_EQ(encode_compact(h, std::span(out).first(15)).status(), Status::invalid_argument);
 
   auto with = [&](std::size_t at, int v) {
     Bytes b = golden;
@@ -402,7 +464,7 @@ TEST(Golden, PortGetRequest) {
   h.remote_address = 0x00007f0000001000;
   h.cookie = 0x42;
   const Bytes golden =
-      cat({bytes({0x01, 0x03, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00}), bytes({0x00, 0x00, 0x01, 0x00}),
+      cat({bytes({0x02, 0x03, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00}), bytes({0x00, 0x00, 0x01, 0x00}),
            zeros(4), zeros(8), bytes({0x00, 0x10, 0x00, 0x00, 0x00, 0x7f, 0x00, 0x00}),
            bytes({0x42}), zeros(7)});
   check_golden(h, golden);

@@ -300,7 +300,7 @@ TEST(StreamParser, ForeignVersionIsNamedFromTheFirstByte) {
   Recorder r;
   Tables t(r);
   StreamParser parser(t.core, &t.local, 256);
-  const Bytes one{std::byte{2}};
+  const Bytes one{std::byte{1}};
   EXPECT_EQ(parser.feed(one), Status::version_mismatch);
   Bytes good;
   append_frame(good, FrameHeader{.type = PacketType::credit});
