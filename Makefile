@@ -17,17 +17,17 @@ run: build
 	@bash scripts/run.sh $(BUILD)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 || { bash $(CURDIR)/scripts/failure-summary.sh $(abspath $(BUILD)); exit 1; }
 
 asan: setup
 	cmake --preset asan >/dev/null
 	cmake --build build/asan -j $(JOBS)
-	cd build/asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) --timeout 600 -LE nosan
+	cd build/asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) --timeout 600 -LE nosan || { bash $(CURDIR)/scripts/failure-summary.sh $(CURDIR)/build/asan; exit 1; }
 
 tsan: setup
 	cmake --preset tsan >/dev/null
 	cmake --build build/tsan -j $(JOBS)
-	cd build/tsan && ctest --output-on-failure -j $(JOBS) --timeout 600 -L tsan
+	cd build/tsan && ctest --output-on-failure -j $(JOBS) --timeout 600 -L tsan || { bash $(CURDIR)/scripts/failure-summary.sh $(CURDIR)/build/tsan; exit 1; }
 
 fuzz: setup
 	cmake --preset fuzz >/dev/null
