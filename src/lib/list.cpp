@@ -9,6 +9,23 @@ namespace {
 ptl_event_kind_t overflow_kind(ptl_event_kind_t k) {
   return static_cast<ptl_event_kind_t>(k + 1);  // PUT -> PUT_OVERFLOW, ...
 }
+
+/// R-U6: whether `e` moves its offset past each header it takes from the
+/// unexpected list (a persistent, locally managed entry that asked to).
+bool advances_per_header(const Entry& e) noexcept {
+  return (e.options & PTL_ME_LOCAL_INC_UH_RLENGTH) && (e.options & PTL_ME_MANAGE_LOCAL) &&
+         !(e.options & PTL_ME_USE_ONCE);
+}
+
+/// R-U6, one step: the offset moves past a header of `rlength` bytes,
+/// saturating (rlength is the peer's word, up to 2^64 - 1). True when less
+/// than min_free is left: the entry takes no more headers.
+bool advance_past_header(Entry& e, ptl_size_t rlength) noexcept {
+  e.local_offset = rlength >= e.buffer.length - std::min(e.local_offset, e.buffer.length)
+                       ? e.buffer.length
+                       : e.local_offset + rlength;
+  return e.min_free != 0 && e.buffer.length - e.local_offset < e.min_free;
+}
 }  // namespace
 
 bool Lib::matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator,
@@ -88,8 +105,7 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
   if (list == PTL_PRIORITY_LIST) {
     // R-U2: the unexpected list first, in arrival order.
     bool once = e->options & PTL_ME_USE_ONCE;
-    bool inc_rlength =
-        (e->options & PTL_ME_LOCAL_INC_UH_RLENGTH) && (e->options & PTL_ME_MANAGE_LOCAL) && !once;
+    const bool inc_rlength = advances_per_header(*e);
     for (Unexpected* u = pt.unexpected.head; u;) {
       Unexpected* next = u->next;
       if (matches(*e, u->match_bits, u->initiator, u->rlength, u->remote_offset)) {
@@ -103,16 +119,9 @@ int Lib::append_entry(Ni& ni, ptl_pt_index_t index, const ptl_me_t& me, bool is_
           unlink_now = true;
           break;
         }
-        if (inc_rlength) {
-          // R-U6, saturating: rlength is the peer's word, up to 2^64 - 1.
-          e->local_offset =
-              rlength >= e->buffer.length - std::min(e->local_offset, e->buffer.length)
-                  ? e->buffer.length
-                  : e->local_offset + rlength;
-          if (e->min_free != 0 && e->buffer.length - e->local_offset < e->min_free) {
-            unlink_now = true;
-            break;
-          }
+        if (inc_rlength && advance_past_header(*e, rlength)) {
+          unlink_now = true;
+          break;
         }
       }
       u = next;
@@ -330,6 +339,7 @@ int Lib::search(const Call& c, Reply&) noexcept {
   probe.match_id = c.me.match_id;
   probe.match_bits = c.me.match_bits;
   probe.ignore_bits = c.me.ignore_bits;
+  probe.min_free = (c.me.options & PTL_ME_MANAGE_LOCAL) ? c.me.min_free : 0;
   // The same length an append would give the entry (no-truncate compares
   // against it): an iovec entry holds the sum of its elements.
   probe.buffer.length = c.me.length;
@@ -342,6 +352,9 @@ int Lib::search(const Call& c, Reply&) noexcept {
   }
   bool once = c.me.options & PTL_ME_USE_ONCE;
   bool only = c.search_op == PTL_SEARCH_ONLY;
+  // The same walk as an append's (R-U6 included): a no-truncate search
+  // takes only the headers an appended entry would have room for.
+  const bool inc_rlength = probe.is_me && advances_per_header(probe);
   const bool counting = probe.ct && (probe.options & PTL_ME_EVENT_CT_OVERFLOW);
   // Headers whose data is still landing are counted when it has; a
   // persistent search's end then waits for the last of them (finish_claim).
@@ -359,8 +372,10 @@ int Lib::search(const Call& c, Reply&) noexcept {
       } else {
         ++claimed;
       }
+      const ptl_size_t rlength = u->rlength;  // consuming recycles the header
       consume_unexpected(*ni, pt, u, &probe, nullptr, c.user_ptr, only, search_id);
       if (once) break;
+      if (inc_rlength && advance_past_header(probe, rlength)) break;
     }
     u = next;
   }

@@ -529,6 +529,40 @@ TEST_P(Data, R_U6_LocalIncByUnexpectedRlength) {
   EXPECT_EQ(un.user_ptr, &tag);
 }
 
+/// A search runs the same walk as an append, R-U6 included: a persistent,
+/// locally managed no-truncate search takes only the headers an appended
+/// entry of its length would have room for, one after the other.
+TEST_P(Data, R_U6_ASearchDeleteAdvancesItsOffsetPerHeader) {
+  std::array<char, 128> over{}, src{};
+  append(me(over.data(), over.size(), PTL_ME_OP_PUT, 0, ~0ull), PTL_OVERFLOW_LIST);
+  (void)next_event(teq_);
+  auto md = bind(src.data(), src.size());
+  for (int i = 0; i < 3; ++i) put_acked(md, 10, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
+  std::array<char, 25> room{};
+  ptl_me_t m =
+      me(room.data(), room.size(),
+         PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_LOCAL_INC_UH_RLENGTH | PTL_ME_NO_TRUNCATE, 3);
+  // 25 bytes hold two 10-byte headers; the third would be truncated.
+  ASSERT_EQ(PtlMESearch(ni_, pt_, &m, PTL_SEARCH_DELETE, nullptr), PTL_OK);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT_OVERFLOW);
+  ptl_event_t none;
+  EXPECT_EQ(PtlEQGet(teq_, &none), PTL_EQ_EMPTY);
+  // The third header is still there for the next search.
+  ASSERT_EQ(PtlMESearch(ni_, pt_, &m, PTL_SEARCH_DELETE, nullptr), PTL_OK);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(PtlEQGet(teq_, &none), PTL_EQ_EMPTY);
+  // min_free ends the walk as it ends an append: 25 - 10 = 15 < 20.
+  for (int i = 0; i < 2; ++i) put_acked(md, 10, 3);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT);
+  m.options &= ~PTL_ME_NO_TRUNCATE;
+  m.min_free = 20;
+  ASSERT_EQ(PtlMESearch(ni_, pt_, &m, PTL_SEARCH_DELETE, nullptr), PTL_OK);
+  EXPECT_EQ(next_event(teq_).type, PTL_EVENT_PUT_OVERFLOW);
+  EXPECT_EQ(PtlEQGet(teq_, &none), PTL_EQ_EMPTY);
+}
+
 TEST_P(Data, R_F6_FullQueueDisablesFlowControlledIndexes) {
   ptl_handle_eq_t small;
   ASSERT_EQ(PtlEQAlloc(ni_, 2, &small), PTL_OK);
