@@ -606,7 +606,8 @@ Status Core::send(const SendArgs& a) noexcept {
   Impl& impl = *impl_;
   if (!impl.connected_) return Status::not_initialized;
   if (a.peer >= impl.size_ || a.priority >= wire::priority_count ||
-      static_cast<std::size_t>(a.upper) >= wire::upper_limit || a.header.size() > max_upper_header)
+      static_cast<std::size_t>(a.upper) >= wire::upper_limit ||
+      a.header.size() > max_upper_header || (a.upper == wire::Upper::none && !a.header.empty()))
     return Status::invalid_argument;
   Gate& gate = *impl.gates_[a.peer];
   if (gate.state == GateState::failed) return gate.failure;

@@ -4,7 +4,8 @@
 //
 // The LIB-side NAL contract of seeds 000/001, as the upper layers see it:
 //   - an upper layer (the Portals LIB, the port layer) attaches a Client for
-//     its wire::Upper value, giving its fixed header size;
+//     its wire::Upper value, giving its largest header size (an eager
+//     packet says how long its own header is, up to that);
 //   - send(): the core copies the upper header during the call, moves the
 //     payload from a validated Region, and calls lib_finalize(cookie) exactly
 //     once after the last byte left (never from inside send());

@@ -172,8 +172,8 @@ Status Core::Impl::eager_arrival(Gate& gate, const wire::FrameHeader& h,
   // less (the port layer's compact send header). Packets for an upper with
   // no client attached are dropped further on, not failed here.
   const std::size_t header = h.upper_length;
-  const std::size_t attached = header_size_[static_cast<std::size_t>(h.upper)];
-  if (payload.size() < header || (attached != 0 && header > attached)) {
+  const auto u = static_cast<std::size_t>(h.upper);
+  if (payload.size() < header || (clients_[u] != nullptr && header > header_size_[u])) {
     gate.give_slot(slot);
     return Status::malformed;
   }

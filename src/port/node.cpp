@@ -137,11 +137,14 @@ void Node::Impl::poll() noexcept {
 
 void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
   auto clean = [&] { (void)core.recv(a.handle, nullptr, nullptr, 0, 0, 0); };
-  // A send's compact header leaves its routing to the frame.
-  auto decoded = a.header.size() == wire::PortHeader::compact_size
-                     ? wire::PortHeader::decode_compact(
-                           a.header, {a.priority, a.source_port, a.destination_port, a.length})
-                     : wire::PortHeader::decode(a.header);
+  // A send's compact header leaves its routing to the frame; a header of
+  // any other length than the two forms has bytes nobody reads.
+  const bool compact = a.header.size() == wire::PortHeader::compact_size;
+  auto decoded = compact ? wire::PortHeader::decode_compact(
+                               a.header, {a.priority, a.source_port, a.destination_port, a.length})
+                 : a.header.size() == wire::PortHeader::size
+                     ? wire::PortHeader::decode(a.header)
+                     : Result<wire::PortHeader>(Status::malformed);
   if (!decoded) {
     PIER_LOG(debug, "port", "node {}: bad port header: {}", a.source, to_string(decoded.status()));
     return clean();

@@ -52,8 +52,8 @@ struct PortRouting {
 
 struct PortHeader {
   static constexpr std::size_t size = 40;
-  /// A send in an eager packet: the frame carries its routing, so its
-  /// header shrinks to this and an 8-byte send fits one 64-byte shm line.
+  /// A send (eager or rts): the frame carries its routing, so its header
+  /// shrinks to this and an 8-byte send fits one 64-byte shm line.
   static constexpr std::size_t compact_size = 16;
 
   PortKind kind = PortKind::send;

@@ -326,7 +326,7 @@ wire::PortHeader random_port_header(std::mt19937_64& rng, std::uint64_t window) 
   return h;
 }
 
-/// Thousands of random headers, a quarter with bits flipped after encoding
+/// Thousands of random headers (sends full or compact), a quarter with bits flipped after encoding
 /// or a payload that disagrees with the length, while the port has its own
 /// sends, puts and gets to the raw peer in flight (so forged acks, nacks
 /// and get replies meet live operations), resumes or drops what failed,
@@ -403,8 +403,12 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
         ASSERT_TRUE(s == Status::ok || s == Status::no_resource) << to_string(s);
       }
       const wire::PortHeader h = random_port_header(rng, window_at);
-      std::array<std::byte, wire::PortHeader::size> bytes{};
-      if (!wire::encode(h, bytes)) continue;
+      std::array<std::byte, wire::PortHeader::size> full{};
+      // Half the sends in the compact form, routed by the frame.
+      const bool compact = h.kind == wire::PortKind::send && pick(2) == 0;
+      const Result<std::size_t> n = compact ? wire::encode_compact(h, full) : wire::encode(h, full);
+      if (!n) continue;
+      const std::span<std::byte> bytes = std::span(full).first(*n);
       ++encoded;
       if (pick(4) == 0) bytes[pick(bytes.size())] ^= static_cast<std::byte>(1u << pick(8));
       const bool carries = h.kind == wire::PortKind::send || h.kind == wire::PortKind::put ||
@@ -445,8 +449,6 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
   cores.clear();
 }
 
-/// A nack whose status names no failure (in_progress) is still a failure
-/// the sender reports, not a silent park that would stall the connection.
 TEST(PortHostile, SendsLeaveWithTheCompactHeaderAndTheOtherKindsWithTheFullOne) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   auto cores = connected_cores(2);
@@ -487,6 +489,8 @@ TEST(PortHostile, SendsLeaveWithTheCompactHeaderAndTheOtherKindsWithTheFullOne) 
   cores.clear();
 }
 
+/// A nack whose status names no failure (in_progress) is still a failure
+/// the sender reports, not a silent park that would stall the connection.
 TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   auto cores = connected_cores(2);

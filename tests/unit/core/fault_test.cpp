@@ -309,6 +309,9 @@ TEST(Hostile, AnUpperHeaderLongerThanTheClientTookFailsThePeerAndAShorterOneArri
   ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() == 1; }));
   EXPECT_EQ(c.clients[1]->buffers.back(), data);
 
+  a.upper = wire::Upper::none;  // no upper layer: no upper header either
+  EXPECT_EQ(c.cores[0]->send(a), Status::invalid_argument);
+  a.upper = wire::Upper::port;
   a.header = header;  // twice what rank 1's client attached with
   ASSERT_EQ(c.cores[0]->send(a), Status::ok);
   ASSERT_TRUE(c.run_until([&] { return c.cores[1]->gate_status(0) != Status::ok; }));
