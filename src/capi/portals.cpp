@@ -271,7 +271,7 @@ int PtlPTDisable(ptl_handle_ni_t ni, ptl_pt_index_t index) {
     std::uint64_t seen = s->lib->notifier().epoch();
     if (int rc = call(Op::pt_busy, c, &r); rc != PTL_OK) return rc;
     if (!r.busy) return PTL_OK;
-    pier::capi::idle(*s, seen, pier::base::Deadline::after_ms(5));
+    (void)pier::capi::idle(*s, seen, pier::base::Deadline::after_ms(5));
   }
   return PTL_FAIL;
 }

@@ -212,7 +212,7 @@ bool raise_abort() noexcept {
   return false;
 }
 
-void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept {
+bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spin) noexcept {
   // A bounded turn: the waiter re-checks PtlAbort, its deadline and its
   // peers between turns, and other threads get the critical section.
   constexpr std::int64_t turn_ns = 1'000'000;
@@ -221,15 +221,17 @@ void idle(State& s, std::uint64_t seen, const base::Deadline& deadline) noexcept
   // While transfers are under way, spin: the drivers' waits do not wake for
   // every track (a large transfer's progress), and a sleep there would
   // stall a stream for a whole turn.
+  bool quiet = false;
   if (s.core->pending() != 0)
     (void)s.core->progress();
   else
-    (void)s.core->wait_turn([&] { return n.epoch() != seen || s.core->pending() != 0; }, deadline,
-                            turn_ns);
+    quiet = s.core->wait_turn([&] { return n.epoch() != seen || s.core->pending() != 0; }, deadline,
+                              turn_ns, spin) == Status::timeout;
   s.core->leave_critical();
   // Others asked for the lock during our turn: let them take it before our
   // next turn does (a mutex hands it to whoever comes first, often us).
   for (int i = 0; i < 1000 && s.core->contended(); ++i) std::this_thread::yield();
+  return quiet;
 }
 
 void poll() noexcept {

@@ -215,10 +215,12 @@ class Core {
   }
   /// wait() that also returns (timeout) `slice_ns` after it started: a
   /// bounded turn for a caller that must look up between turns, without a
-  /// clock read of its own before each.
+  /// clock read of its own before each. Without `spin` it sleeps at once
+  /// (a later turn of a wait that has seen nothing).
   template <class Pred>
-  Status wait_turn(Pred done, base::Deadline deadline, std::int64_t slice_ns) noexcept {
-    return wait_for(done, deadline, static_cast<std::int64_t>(spin_ns()), slice_ns);
+  Status wait_turn(Pred done, base::Deadline deadline, std::int64_t slice_ns,
+                   bool spin = true) noexcept {
+    return wait_for(done, deadline, spin ? static_cast<std::int64_t>(spin_ns()) : 0, slice_ns);
   }
   /// wait() without the spinning: between progress passes it sleeps in the
   /// drivers' waits (at most 1 ms at a time) or until wake().
