@@ -225,8 +225,12 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
   if (s.core->pending() != 0)
     (void)s.core->progress();
   else
-    quiet = s.core->wait_turn([&] { return n.epoch() != seen || s.core->pending() != 0; }, deadline,
-                              turn_ns, spin) == Status::timeout;
+    // Another thread asking for the critical section wakes our sleep
+    // (enter_critical); the turn then ends so that it gets in now, not when
+    // the turn would have.
+    quiet = s.core->wait_turn(
+                [&] { return n.epoch() != seen || s.core->pending() != 0 || s.core->contended(); },
+                deadline, turn_ns, spin) == Status::timeout;
   s.core->leave_critical();
   // Others asked for the lock during our turn: let them take it before our
   // next turn does (a mutex hands it to whoever comes first, often us).

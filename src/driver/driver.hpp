@@ -5,6 +5,7 @@
 
 #include <pier/driver.hpp>
 
+#include "driver/fd.hpp"
 #include "driver/hex_url.hpp"
 #include "driver/iovec_data.hpp"
 #include "driver/packet.hpp"

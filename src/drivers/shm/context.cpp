@@ -1,6 +1,8 @@
 // shm: the context: configuration, url, the listening socket, receive-any.
 #include "drivers/shm/context.hpp"
 
+#include "driver/fd.hpp"
+
 #include "drivers/shm/instance.hpp"
 #include "drivers/shm/ring.hpp"
 #include "drivers/shm/wake.hpp"
@@ -225,7 +227,7 @@ bool ShmContext::read_hello(Pending& p) noexcept {
 void ShmContext::progress_accept() noexcept {
   if (phase_ != Phase::ready) return;
   std::lock_guard lock(mutex_);
-  for (;;) {
+  for (bool any = driver::readable_now(listen_.get()); any;) {
     const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     Pending p;

@@ -1,5 +1,7 @@
 #include "drivers/tcp/context.hpp"
 
+#include "driver/fd.hpp"
+
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "drivers/tcp/instance.hpp"
@@ -284,6 +286,7 @@ void TcpContext::drop_stale() noexcept {
 }
 
 void TcpContext::accept_new() noexcept {
+  if (!driver::readable_now(listen_fd_)) return;
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
