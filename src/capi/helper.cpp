@@ -55,6 +55,8 @@ bool Helper::poll_once() noexcept {
 }
 
 void Helper::run() noexcept {
+  // The helper's polls never cut an application thread's waiting turn short.
+  (void)core::Core::set_patient(true);
   const std::int64_t max_ns = std::int64_t{helper_sleep_key.get()} * 1000;
   const std::int64_t aside_ns = std::int64_t{helper_aside_key.get()} * 1000;
   std::int64_t sleep_ns = 1000;

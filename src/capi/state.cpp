@@ -222,15 +222,16 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
   // every track (a large transfer's progress), and a sleep there would
   // stall a stream for a whole turn.
   bool quiet = false;
+  // Another thread's call (not another waiter's: Core::set_patient) wakes
+  // our sleep in enter_critical; the turn then ends so that the call gets
+  // in now, not when the turn would have.
+  const auto done = [&] {
+    return n.epoch() != seen || s.core->pending() != 0 || s.core->contended_urgently();
+  };
   if (s.core->pending() != 0)
     (void)s.core->progress();
   else
-    // Another thread asking for the critical section wakes our sleep
-    // (enter_critical); the turn then ends so that it gets in now, not when
-    // the turn would have.
-    quiet = s.core->wait_turn(
-                [&] { return n.epoch() != seen || s.core->pending() != 0 || s.core->contended(); },
-                deadline, turn_ns, spin) == Status::timeout;
+    quiet = s.core->wait_turn(done, deadline, turn_ns, spin) == Status::timeout;
   s.core->leave_critical();
   // Others asked for the lock during our turn: let them take it before our
   // next turn does (a mutex hands it to whoever comes first, often us).

@@ -103,6 +103,8 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
   auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
                                                  : base::Deadline::after_ms(timeout_ms);
   wait_enter();
+  // Our own calls for the lock while we wait end no other waiter's turn.
+  const bool was_patient = core::Core::set_patient(true);
   int rc = empty;
   // A turn spins first unless the last one passed whole with nothing seen:
   // an idle waiter's later turns sleep at once (they spun CORE_SPIN_US of
@@ -123,6 +125,7 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
     if (rc != empty || deadline.expired()) break;
     quiet = idle(*s, seen, deadline, !quiet);
   }
+  (void)core::Core::set_patient(was_patient);
   wait_exit();
   return rc;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -727,17 +728,33 @@ std::uint64_t Core::spin_ns() const noexcept {
 void Core::sleep_briefly(base::Deadline deadline) noexcept {
   impl_->sleep_briefly(deadline);
 }
+namespace {
+thread_local bool patient_thread = false;
+}  // namespace
+
+bool Core::set_patient(bool patient) noexcept {
+  return std::exchange(patient_thread, patient);
+}
+
 void Core::enter_critical() noexcept {
   if (impl_->critical_.try_lock()) return;
   // A thread waiting in its turn holds the lock for up to a turn, then
   // could take it again before we are even scheduled: say we wait.
+  const bool urgent = !patient_thread;
   impl_->contenders_.fetch_add(1, std::memory_order_seq_cst);
-  impl_->wake();
+  if (urgent) {
+    impl_->urgent_contenders_.fetch_add(1, std::memory_order_seq_cst);
+    impl_->wake();
+  }
   impl_->critical_.lock();
+  if (urgent) impl_->urgent_contenders_.fetch_sub(1, std::memory_order_seq_cst);
   impl_->contenders_.fetch_sub(1, std::memory_order_seq_cst);
 }
 bool Core::contended() const noexcept {
   return impl_->contenders_.load(std::memory_order_relaxed) != 0;
+}
+bool Core::contended_urgently() const noexcept {
+  return impl_->urgent_contenders_.load(std::memory_order_relaxed) != 0;
 }
 void Core::leave_critical() noexcept {
   impl_->critical_.unlock();

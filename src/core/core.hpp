@@ -244,6 +244,16 @@ class Core {
   void leave_critical() noexcept;
   /// Another thread waits in enter_critical(): a long holder should let go.
   bool contended() const noexcept;
+  /// A thread that is not patient (see below) waits in enter_critical(): a
+  /// holder sleeping in a wait should end its turn now, not at its end.
+  bool contended_urgently() const noexcept;
+  /// Marks the calling thread's requests for the critical section as
+  /// patient (or not again): a thread that itself only waits, or a helper
+  /// that polls. They still get the lock between turns, but neither wake a
+  /// sleeping holder nor end its turn; two waiting threads that did would
+  /// hand the lock back and forth without ever sleeping. Returns the
+  /// previous setting.
+  static bool set_patient(bool patient) noexcept;
 
   /// Id mapping.
   Result<NodePid> node_of(Rank rank) const;

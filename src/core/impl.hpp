@@ -236,6 +236,7 @@ class Core::Impl {
   /// Threads waiting in enter_critical(): a waiter's turn ends early for
   /// them, and the waiter lets them in before taking the lock again.
   std::atomic<int> contenders_{0};
+  std::atomic<int> urgent_contenders_{0};  ///< of contenders_, those not patient
   /// Peers whose gate failed, told to the clients after the finalizes.
   std::vector<Rank> failed_peers_;  ///< capacity reserved at connect()
   /// wake(): set by any thread; the driving thread's sleep checks it, and
