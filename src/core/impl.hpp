@@ -195,6 +195,9 @@ class Core::Impl {
   };
   std::vector<Polled> polled_;  ///< capacity reserved at connect()
   bool polled_stale_ = false;   ///< rebuilt at the end of the pass
+  /// drivers_ index of the context that carries every remote rail, where a
+  /// sleep wakes for any arrival; -1 when there is none or several.
+  int sleep_slot_ = -1;
   /// Gates with work besides receiving; the rest are visited every 64th pass.
   std::vector<Gate*> dirty_;            ///< capacity reserved at connect()
   std::uint32_t credit_threshold_ = 1;  ///< owed credits that warrant a credit packet

@@ -182,14 +182,28 @@ bool Core::Impl::busy(const Gate& g) const noexcept {
 void Core::Impl::rebuild_polled() noexcept {
   polled_stale_ = false;
   polled_.clear();
+  // The one context that carries every other process's rails, if there is
+  // one: a sleep there wakes for every arrival. Otherwise a sleep in the
+  // first context that can (self, by default) saw another's arrivals only
+  // when it ended, up to 1 ms late.
+  driver::Context* only = nullptr;
+  bool several = false;
   for (auto& gp : gates_) {
     Gate& g = *gp;
     if (g.state != GateState::connected || !g.active) continue;
-    for (Rail& r : g.rails)
-      if (r.state == RailState::connected && !r.dying && !r.by_any &&
-          polled_.size() < polled_.capacity())
-        polled_.push_back({&g, &r});
+    for (Rail& r : g.rails) {
+      if (r.state != RailState::connected || r.dying) continue;
+      if (!r.by_any && polled_.size() < polled_.capacity()) polled_.push_back({&g, &r});
+      if (g.peer == rank_) continue;
+      if (only == nullptr) only = r.context;
+      several = several || r.context != only;
+    }
   }
+  sleep_slot_ = -1;
+  for (std::size_t i = 0; i < drivers_.size() && !several && only != nullptr; ++i)
+    if (drivers_[i].context.get() == only && drivers_[i].props.caps.recv_any &&
+        drivers_[i].props.caps.blocking_wait)
+      sleep_slot_ = static_cast<int>(i);
 }
 
 void Core::Impl::run_completions() noexcept {
@@ -217,7 +231,11 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }
-  for (DriverSlot& d : drivers_) {
+  for (std::size_t i = 0; i < drivers_.size(); ++i) {
+    // The context of every remote rail first (rebuild_polled), else the
+    // first that can sleep.
+    DriverSlot& d =
+        drivers_[sleep_slot_ >= 0 && i == 0 ? static_cast<std::size_t>(sleep_slot_) : i];
     if (!d.props.caps.recv_any || !d.props.caps.blocking_wait) continue;
     driver::Instance* ready = nullptr;
     Status s = d.context->wait_any(&ready, until);
