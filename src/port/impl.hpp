@@ -405,9 +405,7 @@ class Port::Impl {
                      core::Incoming* request = nullptr) noexcept;
   void nack(Stream* s, Status why, core::Incoming* request = nullptr) noexcept;
   /// Takes `request` from the core (its sender's credit comes back).
-  void take(core::Incoming* request) noexcept {
-    if (request) (void)core().recv(request, nullptr, nullptr, 0, 0, 0);
-  }
+  void take(core::Incoming* request) noexcept;
   /// Ops of a new incarnation of the sending port: what the old one left
   /// (held ops, a suspension, acks owed) goes without answers.
   void restart_stream(Stream* s, std::uint16_t sender_epoch) noexcept;

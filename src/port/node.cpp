@@ -243,6 +243,10 @@ void Node::Impl::take(core::Incoming* request) noexcept {
   if (request) (void)core.recv(request, nullptr, nullptr, 0, 0, 0);
 }
 
+void Port::Impl::take(core::Incoming* request) noexcept {
+  node.take(request);
+}
+
 void Node::Impl::peer_failed(core::Rank peer) noexcept {
   for (Port::Impl* p : open_ports) p->on_peer_failed(peer);
 }
