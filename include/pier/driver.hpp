@@ -87,6 +87,9 @@ struct Hints {
   /// whose peer is the one that completes the connection asks that peer to
   /// open its side, which learns of it through Context::incoming().
   bool on_demand = false;
+  /// The caller spins on its own before it calls Context::wait_any (the
+  /// core does): wait_any then sleeps at once instead of spinning first.
+  bool caller_spins = false;
 };
 
 struct Properties {

@@ -265,12 +265,14 @@ int PtlPTDisable(ptl_handle_ni_t ni, ptl_pt_index_t index) {
   State* s = pin.get();
   if (!s) return PTL_NO_INIT;
   auto deadline = pier::base::Deadline::after_ms(10000);
+  pier::capi::PatientWait patient;  // a wait like the others
   while (!deadline.expired()) {
     if (pier::capi::state() != s) return PTL_NO_INIT;  // PtlFini waits for us
     Reply r;
     std::uint64_t seen = s->lib->notifier().epoch();
     if (int rc = call(Op::pt_busy, c, &r); rc != PTL_OK) return rc;
     if (!r.busy) return PTL_OK;
+    patient.begin();
     (void)pier::capi::idle(*s, seen, pier::base::Deadline::after_ms(5));
   }
   return PTL_FAIL;

@@ -86,6 +86,29 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
 /// One progress pass of the core in the calling thread.
 void poll() noexcept;
 
+/// Marks the thread patient (core::Core::set_patient) from begin() to the
+/// end of its scope: a waiter after its first attempt. The first attempt
+/// stays urgent, so a thread that finds its event at once is not held for
+/// another waiter's turn; the later ones do not cut other waiters' turns.
+class PatientWait {
+ public:
+  PatientWait() = default;
+  PatientWait(const PatientWait&) = delete;
+  PatientWait& operator=(const PatientWait&) = delete;
+  ~PatientWait() {
+    if (on_) (void)core::Core::set_patient(was_);
+  }
+  void begin() noexcept {
+    if (on_) return;
+    was_ = core::Core::set_patient(true);
+    on_ = true;
+  }
+
+ private:
+  bool on_ = false;
+  bool was_ = false;
+};
+
 /// Repeats `attempt` until it returns something other than `empty`, the
 /// timeout passes (returns `empty`) or PtlAbort (PTL_ABORTED).
 template <class Attempt>
@@ -103,13 +126,11 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
   auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
                                                  : base::Deadline::after_ms(timeout_ms);
   wait_enter();
-  // Our own calls for the lock while we wait end no other waiter's turn.
-  const bool was_patient = core::Core::set_patient(true);
+  PatientWait patient;
   int rc = empty;
   // A turn spins first unless the last one passed whole with nothing seen:
   // an idle waiter's later turns sleep at once (they spun CORE_SPIN_US of
-  // every millisecond before: 7 to 8 % of a core, PtlCTPoll with nothing
-  // coming, against 3.5 to 4.4 % now).
+  // every millisecond before).
   bool quiet = false;
   while (true) {
     if (aborting()) {
@@ -123,9 +144,9 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
     std::uint64_t seen = s->lib->notifier().epoch();
     rc = attempt();
     if (rc != empty || deadline.expired()) break;
+    patient.begin();
     quiet = idle(*s, seen, deadline, !quiet);
   }
-  (void)core::Core::set_patient(was_patient);
   wait_exit();
   return rc;
 }

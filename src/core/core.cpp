@@ -163,6 +163,7 @@ Status Core::Impl::bring_up_drivers() {
   hints.session_size = size_;
   hints.rank = rank_;
   hints.on_demand = !settings_.eager_connect;
+  hints.caller_spins = true;  // wait() spins CORE_SPIN_US before it sleeps
   for (const auto& [spec, n] : wanted) {
     for (std::uint8_t i = 0; i < n; ++i) {
       auto ctx = driver::make_context(spec);

@@ -231,11 +231,12 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }
-  for (std::size_t i = 0; i < drivers_.size(); ++i) {
-    // The context of every remote rail first (rebuild_polled), else the
-    // first that can sleep.
-    DriverSlot& d =
-        drivers_[sleep_slot_ >= 0 && i == 0 ? static_cast<std::size_t>(sleep_slot_) : i];
+  // The context of every remote rail first (rebuild_polled), else the
+  // first that can sleep.
+  const std::size_t first = sleep_slot_ >= 0 ? static_cast<std::size_t>(sleep_slot_) : 0;
+  for (std::size_t k = 0; k < drivers_.size(); ++k) {
+    const std::size_t i = k == 0 ? first : (k <= first ? k - 1 : k);
+    DriverSlot& d = drivers_[i];
     if (!d.props.caps.recv_any || !d.props.caps.blocking_wait) continue;
     driver::Instance* ready = nullptr;
     Status s = d.context->wait_any(&ready, until);

@@ -96,6 +96,7 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
   settings_.split_min = static_cast<std::size_t>(split_min_key.get());
   settings_.cma_min = static_cast<std::size_t>(cma_min_key.get());
   settings_.spin_ns = spin_key.get() * 1000;
+  settings_.wait_any_spin_ns = hints.caller_spins ? 0 : settings_.spin_ns;
   settings_.peer_check_ns = peer_check_key.get() * 1000;
   settings_.park_ns = park_key.get() * 1'000'000;
   settings_.max_pending = static_cast<std::size_t>(pending_key.get());
@@ -334,7 +335,8 @@ Status ShmContext::probe_any(driver::Instance** ready) {
 Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline) {
   *ready = nullptr;
   if (phase_ != Phase::ready) return Status::not_initialized;
-  const auto spin_until = driver::Clock::now() + std::chrono::nanoseconds(settings_.spin_ns);
+  const auto spin_until =
+      driver::Clock::now() + std::chrono::nanoseconds(settings_.wait_any_spin_ns);
   for (;;) {
     if (canceled_.exchange(false)) return Status::canceled;
     Status st = probe_any(ready);

@@ -23,16 +23,17 @@ class ShmInstance;
 
 /// Values read once from the configuration at init().
 struct Settings {
-  std::uint32_t ring_lines = 0;    ///< cells per ring and direction (power of two)
-  std::uint32_t max_packet = 0;    ///< largest small-track packet
-  bool cma = true;                 ///< single copy allowed
-  std::size_t cma_min = 0;         ///< smaller large-track packets go through the cells
-  std::size_t split_min = 0;       ///< single copies from this size are split in two
-  std::int64_t spin_ns = 0;        ///< busy polling before a wait sleeps
-  std::int64_t peer_check_ns = 0;  ///< least time between two socket checks of a poller
-  bool on_demand = false;          ///< Hints::on_demand: acceptors ask for a call back
-  std::int64_t park_ns = 0;        ///< an accepted connection no instance adopts is dropped
-  std::size_t max_pending = 0;     ///< accepted connections waiting at most
+  std::uint32_t ring_lines = 0;       ///< cells per ring and direction (power of two)
+  std::uint32_t max_packet = 0;       ///< largest small-track packet
+  bool cma = true;                    ///< single copy allowed
+  std::size_t cma_min = 0;            ///< smaller large-track packets go through the cells
+  std::size_t split_min = 0;          ///< single copies from this size are split in two
+  std::int64_t spin_ns = 0;           ///< busy polling before a wait sleeps
+  std::int64_t wait_any_spin_ns = 0;  ///< the same for wait_any: 0 when the caller spins
+  std::int64_t peer_check_ns = 0;     ///< least time between two socket checks of a poller
+  bool on_demand = false;             ///< Hints::on_demand: acceptors ask for a call back
+  std::int64_t park_ns = 0;           ///< an accepted connection no instance adopts is dropped
+  std::size_t max_pending = 0;        ///< accepted connections waiting at most
 };
 
 class ShmContext final : public driver::Context {
