@@ -58,8 +58,10 @@ inline const config::IntKey split_min_key{
     "single copies at least this large are split: the sender writes the first half while "
     "the receiver reads the second (two cores copying); 0 turns splitting off",
     config::Type::size};
-inline const config::IntKey spin_key{"SHM_SPIN_US", 50, 0, 1000000,
-                                     "microseconds a blocking wait polls before it sleeps"};
+inline const config::IntKey spin_key{
+    "SHM_SPIN_US", 50, 0, 1000000,
+    "microseconds a blocking wait polls before it sleeps (wait_any: only when its caller does not "
+    "spin, as the core does)"};
 inline const config::IntKey peer_check_key{
     "SHM_PEER_CHECK_US", 2000, 0, 1000000,
     "a polling instance looks at its control socket (the peer's death, its wakes) at most this "
