@@ -834,6 +834,19 @@ void OfiContext::mark_dead(std::size_t peer) noexcept {
     if (inst->peer() == peer && inst->attached()) inst->on_peer_gone();
 }
 
+Status OfiContext::spin(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
+                        bool (*ready)(void*), void* arg) noexcept {
+  for (;;) {
+    progress();
+    if (ready(arg)) return Status::ok;
+    if (state_ != State::running) return Status::not_initialized;
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+}
+
 Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
                         bool (*ready)(void*), void* arg) noexcept {
   for (;;) {

@@ -128,6 +128,12 @@ class OfiContext final : public driver::Context {
   void progress() noexcept;
   /// Counts progress() calls: tells whether one ran since a given moment.
   std::uint64_t progress_epoch() const noexcept { return progress_epoch_; }
+  /// Progresses until `ready()` or the deadline without sleeping (a manual
+  /// progress provider moves a transfer's bytes only inside progress()), but
+  /// releases the caller's `lock` between rounds so other threads' calls
+  /// on the context go on meanwhile.
+  Status spin(std::unique_lock<std::mutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
+              void* arg) noexcept;
   /// Sleeps on the completion queue until `ready()` or the deadline; the
   /// caller holds `lock`, which is released while sleeping.
   Status wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline, bool (*ready)(void*),

@@ -18,7 +18,7 @@ OfiInstance::OfiInstance(OfiContext& ctx, driver::Track track, std::uint32_t id)
     : ctx_(ctx), track_(track), id_(id) {}
 
 OfiInstance::~OfiInstance() {
-  std::lock_guard lock(ctx_.mutex());
+  std::unique_lock lock(ctx_.mutex());
   if (state_ == State::idle) return;
   hello_due_ = false;  // progress below must not greet the peer for a dying instance
   if (state_ == State::connected && ctx_.running() && !ctx_.peer_dead(peer_) && !peer_bye_) {
@@ -40,7 +40,7 @@ OfiInstance::~OfiInstance() {
   }
   // The caller's memory is its own again once we return: a receive the
   // provider holds is let go of first (it wrote into it after the destroy).
-  if (recv_op_ != nullptr && !cancel_and_wait_recv_op())
+  if (recv_op_ != nullptr && !cancel_and_wait_recv_op(lock))
     PIER_LOG(error, "ofi", "a receive into caller memory did not leave libfabric in time");
   end_small(Status::closed);
   // A bounce receive the provider already matched (rxm segments still
@@ -100,16 +100,22 @@ Status OfiInstance::connect_wait(driver::Deadline deadline) {
 }
 
 Status OfiInstance::disconnect() {
-  std::lock_guard lock(ctx_.mutex());
+  std::unique_lock lock(ctx_.mutex());
   if (!ctx_.running()) return Status::not_initialized;
   if (state_ == State::connected && !ctx_.peer_dead(peer_)) {
     // Rendezvous writes on their way finish, and their notices leave,
     // before the bye: it counts those packets, and a write whose notice
     // never went would hold the peer's receive for ever. Bounded: a peer
-    // that stopped answering is not waited for.
-    const auto until = driver::Clock::now() + std::chrono::seconds(2);
-    while (ctx_.rdv_in_flight(this) && !ctx_.peer_dead(peer_) && driver::Clock::now() < until)
-      ctx_.progress();
+    // that stopped answering is not waited for, and the wait lets go of the
+    // context's lock between rounds, so the other instances' calls go on.
+    if (ctx_.rdv_in_flight(this))
+      (void)ctx_.spin(
+          lock, driver::Clock::now() + std::chrono::seconds(2),
+          [](void* arg) {
+            auto* self = static_cast<OfiInstance*>(arg);
+            return !self->ctx_.rdv_in_flight(self) || self->ctx_.peer_dead(self->peer_);
+          },
+          this);
     Control bye;
     bye.type = ControlType::bye;
     bye.track = track_;

@@ -80,8 +80,9 @@ class OfiInstance final : public driver::Instance {
   Status register_recv(driver::Packet& pkt) noexcept;
   void cancel_recv_op() noexcept;
   /// Cancels the receive and progresses until it left the provider (at most
-  /// 2 s); false when it is still there.
-  bool cancel_and_wait_recv_op() noexcept;
+  /// 2 s), letting go of the context's lock (`lock`) between rounds;
+  /// false when it is still there.
+  bool cancel_and_wait_recv_op(std::unique_lock<std::mutex>& lock) noexcept;
   /// The receive ended but libfabric still holds it: true while it should
   /// not be reported yet (see recv.cpp).
   bool recv_lingers() noexcept;

@@ -171,14 +171,17 @@ bool OfiInstance::recv_lingers() noexcept {
   return false;
 }
 
-bool OfiInstance::cancel_and_wait_recv_op() noexcept {
+bool OfiInstance::cancel_and_wait_recv_op(std::unique_lock<std::mutex>& lock) noexcept {
   Op* op = recv_op_;
   cancel_recv_op();
   // The cancel comes back through the completion queue; a receive already
   // matched (an rxm rendezvous, say) cannot be canceled and comes back when
-  // its data has landed.
-  const auto limit = driver::Clock::now() + cancel_limit;
-  while (op->in_provider && ctx_.ep() != nullptr && driver::Clock::now() < limit) ctx_.progress();
+  // its data has landed. The wait lets go of the context's lock between
+  // rounds, so the other instances' calls go on meanwhile.
+  if (op->in_provider && ctx_.ep() != nullptr)
+    (void)ctx_.spin(
+        lock, driver::Clock::now() + cancel_limit,
+        [](void* o) { return !static_cast<Op*>(o)->in_provider; }, op);
   return !op->in_provider;
 }
 
@@ -234,7 +237,7 @@ Status OfiInstance::recv_wait(driver::Packet& pkt, driver::Deadline deadline) {
 }
 
 Status OfiInstance::recv_cancel(driver::Packet& pkt) {
-  std::lock_guard lock(ctx_.mutex());
+  std::unique_lock lock(ctx_.mutex());
   if (pkt.driver_data[0] == mark_done) return static_cast<Status>(pkt.driver_data[2]);
   if (track_ == driver::Track::small)
     return is_user_recv(pkt) ? small_cancel(pkt) : Status::invalid_argument;
@@ -243,7 +246,7 @@ Status OfiInstance::recv_cancel(driver::Packet& pkt) {
   Op* op = recv_op_;
   if (!op->done) ctx_.progress();
   if (!op->done) {
-    cancel_and_wait_recv_op();
+    cancel_and_wait_recv_op(lock);
     if (!op->done) {
       // libfabric never answered: forget the receive rather than hang.
       PIER_LOG(warn, "ofi", "a canceled receive did not come back from libfabric");
