@@ -32,6 +32,7 @@
 #include <pier/result.hpp>
 #include <pier/status.hpp>
 
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <array>
@@ -59,6 +60,11 @@ struct Caps {
   std::uint32_t max_iov = 1;   ///< iovec entries accepted by post(); 1 means no iovec
   bool blocking_wait = false;  ///< send_wait() / recv_wait() sleep instead of spinning
   bool recv_any = false;       ///< Context::probe_any() / wait_any() / cancel_any()
+  /// Context::wait_arm() / wait_disarm(): the context's readiness as file
+  /// descriptors, so a caller sleeps on several contexts at once. Known
+  /// only after init() for some drivers (ofi: whether the provider's queue
+  /// has a descriptor): wait_arm() answers unsupported then.
+  bool wait_fds = false;
   bool prefetch = false;       ///< *_prefetch() / *_unfetch() do real work
   bool rdv_data = false;       ///< a large-track recv_post() fills Packet::rdv_data
   std::size_t max_packet = 0;  ///< largest packet on a small track; 0 means unlimited
@@ -191,6 +197,20 @@ class Context {
   }
   /// Ends a wait_any() running in another thread.
   virtual Status cancel_any() { return Status::unsupported; }
+  /// wait_any() split in two, for a caller that sleeps on several contexts
+  /// with one poll(): wait_arm() appends the descriptors to watch for
+  /// POLLIN and prepares the context so that a small-track packet arriving
+  /// after it, or a cancel_any(), makes one of them readable. ok: armed,
+  /// nothing is ready, the caller may sleep. in_progress: a packet is (or
+  /// may be) ready already, or cancel_any() came: do not sleep. Either way
+  /// wait_disarm() follows, once the caller's sleep ended or was skipped;
+  /// it undoes the arming and takes back a cancel_any() the sleep consumed.
+  /// Serialised like wait_any(), which it never overlaps.
+  virtual Status wait_arm(std::vector<::pollfd>& fds) {
+    (void)fds;
+    return Status::unsupported;
+  }
+  virtual Status wait_disarm() { return Status::unsupported; }
   /// Why the driver cannot run here, or "" (for pier-info).
   virtual std::string unavailable_reason() const { return {}; }
   /// What the driver runs without here although it works, or "" (for

@@ -261,6 +261,9 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
   gates_.resize(size_);
   polled_.reserve(std::size_t{size_} * max_rails);
   dirty_.reserve(size_);
+  sleep_set_.reserve(drivers_.size());
+  // shm lists a descriptor per small instance, the others one or two.
+  sleep_fds_.reserve(std::size_t{size_} * max_rails + 2 * drivers_.size() + 1);
   failed_peers_.reserve(size_);
   credit_threshold_ = std::max<std::uint32_t>(1, settings_.credits / 2);
   for (Rank r = 0; r < size_; ++r) {

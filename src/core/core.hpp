@@ -118,6 +118,10 @@ struct Stats {
   /// Fast eager sends the driver had not finished at once (a message state
   /// took them over and progress polled them to the end).
   std::uint64_t fast_handovers = 0;
+  /// Sleeps on the descriptors of several driver contexts at once (remote
+  /// rails in more than one context, each offering wait_fds).
+  std::uint64_t sleeps_on_all = 0;
+  std::uint64_t sleeps_on_all_woken = 0;  ///< of those, ended by a descriptor, not the clock
   std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
 };
 

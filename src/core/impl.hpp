@@ -198,6 +198,16 @@ class Core::Impl {
   /// drivers_ index of the context that carries every remote rail, where a
   /// sleep wakes for any arrival; -1 when there is none or several.
   int sleep_slot_ = -1;
+  /// When remote rails live in several contexts: their drivers_ indexes, if
+  /// every one of them offers wait_fds (else empty), and the descriptors a
+  /// sleep polls on all of them at once (capacities reserved at connect()).
+  std::vector<int> sleep_set_;
+  std::vector<::pollfd> sleep_fds_;
+  /// Cleared when a context of the set answered that it cannot arm at all
+  /// (unsupported: ofi without a queue descriptor): sleeps go back to one
+  /// context.
+  bool sleep_set_ok_ = true;
+  bool sleep_on_all(driver::Clock::time_point until) noexcept;
   /// Gates with work besides receiving; the rest are visited every 64th pass.
   std::vector<Gate*> dirty_;            ///< capacity reserved at connect()
   std::uint32_t credit_threshold_ = 1;  ///< owed credits that warrant a credit packet

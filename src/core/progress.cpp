@@ -2,6 +2,8 @@
 // steps, small-track receives, small sends in flight, large tracks, pending
 // control and message packets, the lost-packet watchdog, and the reaping of
 // failed rails; then the finalize callbacks run, outside any driver call.
+#include <poll.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -188,6 +190,7 @@ void Core::Impl::rebuild_polled() noexcept {
   // when it ended, up to 1 ms late.
   driver::Context* only = nullptr;
   bool several = false;
+  sleep_set_.clear();  // for now: every context that carries a remote rail
   for (auto& gp : gates_) {
     Gate& g = *gp;
     if (g.state != GateState::connected || !g.active) continue;
@@ -197,6 +200,15 @@ void Core::Impl::rebuild_polled() noexcept {
       if (g.peer == rank_) continue;
       if (only == nullptr) only = r.context;
       several = several || r.context != only;
+      if (r.context == only) continue;  // the common case, counted below
+      bool listed = false;
+      for (int i : sleep_set_)
+        listed = listed || drivers_[static_cast<std::size_t>(i)].context.get() == r.context;
+      for (std::size_t i = 0; i < drivers_.size() && !listed; ++i)
+        if (drivers_[i].context.get() == r.context) {
+          sleep_set_.push_back(static_cast<int>(i));
+          listed = true;
+        }
     }
   }
   sleep_slot_ = -1;
@@ -204,6 +216,58 @@ void Core::Impl::rebuild_polled() noexcept {
     if (drivers_[i].context.get() == only && drivers_[i].props.caps.recv_any &&
         drivers_[i].props.caps.blocking_wait)
       sleep_slot_ = static_cast<int>(i);
+  // Several: a sleep polls the descriptors of every one of them (`only`
+  // and those listed above), when each can give its own; one that cannot
+  // would see its arrivals late.
+  if (!several) {
+    sleep_set_.clear();
+    return;
+  }
+  for (std::size_t i = 0; i < drivers_.size(); ++i)
+    if (drivers_[i].context.get() == only) sleep_set_.push_back(static_cast<int>(i));
+  for (int i : sleep_set_) {
+    const driver::Caps& c = drivers_[static_cast<std::size_t>(i)].props.caps;
+    if (!c.recv_any || !c.blocking_wait || !c.wait_fds) {
+      sleep_set_.clear();
+      return;
+    }
+  }
+}
+
+bool Core::Impl::sleep_on_all(driver::Clock::time_point until) noexcept {
+  // Arm every context, then one ppoll over all their descriptors; any
+  // arrival, or a wake() (it cancels every context), ends it.
+  sleep_fds_.clear();
+  std::size_t armed = 0;
+  bool ready = false, refused = false;
+  for (; armed < sleep_set_.size() && !ready; ++armed) {
+    const Status s =
+        drivers_[static_cast<std::size_t>(sleep_set_[armed])].context->wait_arm(sleep_fds_);
+    if (s == Status::in_progress) {
+      ready = true;  // something is there already: disarm and go poll it
+    } else if (s != Status::ok) {
+      PIER_LOG(debug, "core", "driver {} cannot arm a shared sleep: {}",
+               drivers_[static_cast<std::size_t>(sleep_set_[armed])].spec, to_string(s));
+      // Never, when it cannot at all (ofi without a queue descriptor);
+      // otherwise (a context closing, say) just not this time.
+      if (s == Status::unsupported) sleep_set_ok_ = false;
+      refused = true;
+      break;
+    }
+  }
+  if (!refused && !ready) {
+    const auto left = std::max<driver::Clock::duration>(until - driver::Clock::now(), {});
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const ::timespec ts{static_cast<std::time_t>(ns / 1'000'000'000),
+                        static_cast<long>(ns % 1'000'000'000)};
+    const int woke = ::ppoll(sleep_fds_.data(), sleep_fds_.size(), &ts, nullptr);
+    ++stats_.sleeps_on_all;
+    if (woke > 0) ++stats_.sleeps_on_all_woken;
+  }
+  // (A refusal breaks before it is counted: that context was not armed.)
+  for (std::size_t k = 0; k < armed; ++k)
+    (void)drivers_[static_cast<std::size_t>(sleep_set_[k])].context->wait_disarm();
+  return !refused;
 }
 
 void Core::Impl::run_completions() noexcept {
@@ -231,6 +295,18 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }
+  const auto slept = [this] {
+    sleeping_.store(false, std::memory_order_relaxed);
+    wake_.store(false, std::memory_order_relaxed);  // this sleep has ended anyway
+    // A peer's first connection wakes the wait too: answer it now rather
+    // than at the next sweep, 64 passes (sleeps) away.
+    if (!in_progress_ && !incoming_contexts_.empty() &&
+        base::now_ns() - incoming_polled_ns_ > 1'000'000)
+      poll_incoming();
+  };
+  // Remote rails in several contexts: all of them at once, where they can.
+  if (sleep_slot_ < 0 && !sleep_set_.empty() && sleep_set_ok_ && sleep_on_all(until))
+    return slept();
   // The context of every remote rail first (rebuild_polled), else the
   // first that can sleep.
   const std::size_t first = sleep_slot_ >= 0 ? static_cast<std::size_t>(sleep_slot_) : 0;
@@ -240,16 +316,7 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
     if (!d.props.caps.recv_any || !d.props.caps.blocking_wait) continue;
     driver::Instance* ready = nullptr;
     Status s = d.context->wait_any(&ready, until);
-    if (s == Status::ok || s == Status::timeout || s == Status::canceled) {
-      sleeping_.store(false, std::memory_order_relaxed);
-      wake_.store(false, std::memory_order_relaxed);  // this sleep has ended anyway
-      // A peer's first connection wakes the wait too: answer it now rather
-      // than at the next sweep, 64 passes (sleeps) away.
-      if (!in_progress_ && !incoming_contexts_.empty() &&
-          base::now_ns() - incoming_polled_ns_ > 1'000'000)
-        poll_incoming();
-      return;
-    }
+    if (s == Status::ok || s == Status::timeout || s == Status::canceled) return slept();
   }
   // No driver to sleep in: a short nap, checking for wake() now and then.
   for (int i = 0; i < 10 && !wake_.load(std::memory_order_relaxed); ++i)

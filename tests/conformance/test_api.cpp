@@ -71,6 +71,13 @@ CONFORMANCE_TEST(UnclaimedAnswerUnsupported) {
     EXPECT_EQ(y.ctx->cancel_any(), Status::unsupported);
     ++checked;
   }
+  if (!c.wait_fds) {
+    std::vector<::pollfd> fds;
+    EXPECT_EQ(y.ctx->wait_arm(fds), Status::unsupported);
+    EXPECT_TRUE(fds.empty());
+    EXPECT_EQ(y.ctx->wait_disarm(), Status::unsupported);
+    ++checked;
+  }
   if (!c.prefetch) {
     Packet q;
     q.set_iovec(&iov, 1);

@@ -1,5 +1,6 @@
 // pier conformance: back-pressure, many gates, receive-any, blocking waits,
 // prefetch and rendezvous data.
+#include <poll.h>
 #include <sys/uio.h>
 
 #include <array>
@@ -241,6 +242,92 @@ CONFORMANCE_TEST(ReceiveAny) {
   waiter.join();
   EXPECT_EQ(d, Status::ok);
   EXPECT_EQ(waited, Status::canceled);
+}
+
+// wait_arm()/wait_disarm(): what a caller sleeping on several contexts at
+// once (the core) polls. A packet or a cancel_any() makes a descriptor
+// readable; disarming takes the cancel back.
+CONFORMANCE_TEST(SleepOnDescriptors) {
+  Node hub, leaf;
+  ASSERT_EQ(make_node(spec(), hub), Status::ok);
+  const Caps& c = hub.props.caps;
+  if (!c.wait_fds) GTEST_SKIP() << "wait_fds not claimed";
+  ASSERT_EQ(make_node(spec(), leaf), Status::ok);
+  Link link;
+  ASSERT_EQ(connect_link(hub, leaf, Track::small, link), Status::ok);
+  std::vector<::pollfd> fds;
+  // Arms with nothing to report. in_progress ("something may be there")
+  // is allowed: traffic of the connection may still come; it is taken
+  // (probe_any) and the arm tried again.
+  auto arm_quiet = [&] {
+    Status s = Status::in_progress;
+    const Deadline until = default_deadline();
+    while (s == Status::in_progress && Clock::now() < until) {
+      fds.clear();
+      s = hub.ctx->wait_arm(fds);
+      if (s != Status::in_progress) break;
+      EXPECT_EQ(hub.ctx->wait_disarm(), Status::ok);
+      Instance* any = nullptr;
+      EXPECT_EQ(hub.ctx->probe_any(&any), Status::in_progress) << "a packet nobody sent";
+      std::this_thread::sleep_for(1ms);
+    }
+    return s;
+  };
+  const Status armed = arm_quiet();
+  if (armed == Status::unsupported) GTEST_SKIP() << "this context has no descriptor to give";
+  ASSERT_EQ(armed, Status::ok);
+  ASSERT_FALSE(fds.empty());
+  EXPECT_EQ(::poll(fds.data(), fds.size(), 20), 0) << "readable with nothing to report";
+
+  // A packet from another thread makes one readable.
+  std::array<std::byte, 20> msg{};
+  fill_pattern(msg, 401);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(send_now(*link.b, msg), Status::ok);
+  });
+  const int woke = ::poll(fds.data(), fds.size(), 20000);
+  sender.join();
+  EXPECT_GT(woke, 0);
+  EXPECT_EQ(hub.ctx->wait_disarm(), Status::ok);
+  auto take = [&](unsigned seed) {
+    Instance* ready = nullptr;
+    ASSERT_EQ(drive([&] { return hub.ctx->probe_any(&ready) != Status::in_progress; },
+                    default_deadline()),
+              Status::ok);
+    ASSERT_EQ(ready, link.a.get());
+    std::array<std::byte, 32> got_bytes{};
+    std::size_t got = 0;
+    ASSERT_EQ(recv_bytes(*ready, c, got_bytes, &got, default_deadline()), Status::ok);
+    EXPECT_EQ(got, msg.size());
+    EXPECT_EQ(check_pattern({got_bytes.data(), got}, seed), got);
+  };
+  take(401);
+
+  // A packet already there: no sleep, or one that ends at once.
+  fill_pattern(msg, 402);
+  ASSERT_EQ(send_now(*link.b, msg), Status::ok);
+  Instance* ready = nullptr;
+  ASSERT_EQ(
+      drive([&] { return hub.ctx->probe_any(&ready) != Status::in_progress; }, default_deadline()),
+      Status::ok);
+  fds.clear();
+  const Status again = hub.ctx->wait_arm(fds);
+  if (again == Status::ok) {
+    EXPECT_GT(::poll(fds.data(), fds.size(), 20000), 0) << "armed over a packet, and quiet";
+  } else {
+    EXPECT_EQ(again, Status::in_progress);
+  }
+  EXPECT_EQ(hub.ctx->wait_disarm(), Status::ok);
+  take(402);
+
+  // cancel_any() wakes the sleep; once disarmed, the cancel is spent and a
+  // later wait_any() sleeps to its deadline.
+  ASSERT_EQ(arm_quiet(), Status::ok);
+  EXPECT_EQ(hub.ctx->cancel_any(), Status::ok);
+  EXPECT_GT(::poll(fds.data(), fds.size(), 20000), 0);
+  EXPECT_EQ(hub.ctx->wait_disarm(), Status::ok);
+  EXPECT_EQ(hub.ctx->wait_any(&ready, deadline_after(20ms)), Status::timeout);
 }
 
 CONFORMANCE_TEST(BlockingWait) {

@@ -33,6 +33,7 @@ nlohmann::json caps_json(const driver::Caps& c) {
           {"max_iov", c.max_iov},
           {"blocking_wait", c.blocking_wait},
           {"recv_any", c.recv_any},
+          {"wait_fds", c.wait_fds},
           {"prefetch", c.prefetch},
           {"rdv_data", c.rdv_data},
           {"max_packet", c.max_packet},
@@ -51,6 +52,7 @@ std::string caps_text(const driver::Caps& c) {
   flag(c.recv_post, "recv_post");
   flag(c.blocking_wait, "blocking_wait");
   flag(c.recv_any, "recv_any");
+  flag(c.wait_fds, "wait_fds");
   flag(c.prefetch, "prefetch");
   flag(c.rdv_data, "rdv_data");
   flag(c.needs_rdv, "needs_rdv");

@@ -20,7 +20,12 @@ Result<driver::Properties> Context::properties(const driver::Hints& hints) {
   // A decorator: the caller sees the inner driver's caps and profile, which
   // every wrapped function honours.
   Result<driver::Properties> props = inner_->properties(hints);
-  if (props) caps_ = props->caps;
+  if (!props) return props;
+  // Not the inner descriptors: packets this wrapper holds back and lets go
+  // of later would make none of them readable, so a sleep on them would
+  // miss those. Its wait_any() knows to wake for them.
+  props->caps.wait_fds = false;
+  caps_ = props->caps;
   return props;
 }
 

@@ -181,6 +181,9 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
   driver::Caps& caps = props.caps;
   caps.recv_post = true;
   caps.recv_any = true;
+  // When the provider's queue has no wait descriptor, wait_arm() answers
+  // unsupported and a caller sleeps as it would without this.
+  caps.wait_fds = true;
   caps.max_iov = max_iov_;
   caps.blocking_wait = true;
   caps.rdv_data = rma_;
@@ -866,6 +869,12 @@ Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline dea
       lock.unlock();
       (void)::poll(pfd.data(), pfd.size(), ms_ceil(slice));
       lock.lock();
+      // The flag is what cancels; a count it left behind (see wait_disarm)
+      // must not end every later sleep at once.
+      if ((pfd[1].revents & POLLIN) != 0) {
+        std::uint64_t drained = 0;
+        (void)::read(wake_fd_, &drained, sizeof drained);
+      }
     } else {
       if (cancel_any_.load(std::memory_order_acquire)) continue;
       lock.unlock();
@@ -923,6 +932,34 @@ Status OfiContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
   if (s != Status::ok) return s;
   *ready = find_ready();
   return *ready != nullptr ? Status::ok : Status::in_progress;
+}
+
+Status OfiContext::wait_arm(std::vector<::pollfd>& fds) {
+  std::lock_guard lock(mutex_);
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  if (wait_fd_ < 0) return Status::unsupported;  // the provider's queue has no descriptor
+  progress();
+  if (cancel_any_.load(std::memory_order_acquire) || find_ready() != nullptr)
+    return Status::in_progress;
+  // The queue's descriptor is armed only when it is empty (fi_trywait).
+  fid* fids[1] = {&cq_->fid};
+  if (fi_trywait(fabric_, fids, 1) != FI_SUCCESS) return Status::in_progress;
+  fds.push_back({wait_fd_, POLLIN, 0});
+  fds.push_back({wake_fd_, POLLIN, 0});
+  return Status::ok;
+}
+
+Status OfiContext::wait_disarm() {
+  if (state_ != State::running || wake_fd_ < 0)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  // Always drained: cancel_any() raises the flag before it writes, so a
+  // disarm between the two finds the flag and no count yet, and a count
+  // left behind with no flag would end every later sleep at once.
+  cancel_any_.store(false, std::memory_order_release);
+  std::uint64_t drained = 0;
+  (void)::read(wake_fd_, &drained, sizeof drained);
+  return Status::ok;
 }
 
 Status OfiContext::cancel_any() {

@@ -78,6 +78,8 @@ class OfiContext final : public driver::Context {
   Status probe_any(driver::Instance** ready) override;
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
+  Status wait_arm(std::vector<::pollfd>& fds) override;
+  Status wait_disarm() override;
 
   // --- for instances (called with mutex() held) -------------------------
   std::mutex& mutex() noexcept { return mutex_; }

@@ -111,6 +111,7 @@ Result<driver::Properties> ShmContext::properties(const driver::Hints& hints) {
   caps_.max_iov = 64;
   caps_.blocking_wait = true;
   caps_.recv_any = true;
+  caps_.wait_fds = true;
   caps_.incoming = true;
   caps_.prefetch = false;
   caps_.rdv_data = settings_.cma;
@@ -347,23 +348,8 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
     if (now >= deadline) return Status::timeout;
     if (now < spin_until) continue;
 
-    {
-      // Watch under the lock, sleep without it: instances may come and go
-      // meanwhile, so only those still present are unwatched afterwards.
-      std::lock_guard lock(mutex_);
-      watched_.clear();
-      pollfds_.clear();
-      // Only this thread touches pollfds_ (ppoll reads it unlocked below); it
-      // grows here, and only when instances were added since the last wait.
-      pollfds_.reserve(instances_.size() + 1);
-      pollfds_.push_back({cancel_.get(), POLLIN, 0});
-      for (ShmInstance* inst : instances_) {
-        if (inst->track() != driver::Track::small || !inst->watch()) continue;
-        watched_.push_back(inst);
-        if (inst->socket_fd() >= 0 && !inst->peer_gone())
-          pollfds_.push_back({inst->socket_fd(), POLLIN, 0});
-      }
-    }
+    pollfds_.clear();
+    watch_all(pollfds_);
     // The publishers' half of the Dekker pair may be a plain store (wake.hpp).
     (void)heavy_fence();
     st = probe_any(ready);
@@ -371,19 +357,63 @@ Status ShmContext::wait_any(driver::Instance** ready, driver::Deadline deadline)
       const ::timespec ts = until(deadline);
       (void)::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);
     }
-    std::uint64_t drained = 0;
-    while (::read(cancel_.get(), &drained, sizeof drained) > 0) {
-    }
-    {
-      std::lock_guard lock(mutex_);
-      for (ShmInstance* inst : watched_) {
-        if (std::find(instances_.begin(), instances_.end(), inst) == instances_.end()) continue;
-        inst->unwatch();
-        inst->drain_socket();
-      }
-    }
+    drain_cancel();
+    unwatch_all();
     if (st != Status::in_progress) return st;
   }
+}
+
+void ShmContext::watch_all(std::vector<::pollfd>& fds) {
+  // Watch under the lock, sleep without it: instances may come and go
+  // meanwhile, so only those still present are unwatched afterwards.
+  std::lock_guard lock(mutex_);
+  watched_.clear();
+  // Grows only when instances were added since the last wait.
+  fds.reserve(fds.size() + instances_.size() + 1);
+  fds.push_back({cancel_.get(), POLLIN, 0});
+  for (ShmInstance* inst : instances_) {
+    if (inst->track() != driver::Track::small || !inst->watch()) continue;
+    watched_.push_back(inst);
+    // What the socket holds from before (a wake-up for a packet taken
+    // since, a late reply) would end the sleep at once. Safe after the
+    // flag went up: a wake-up sent for a packet follows its publication,
+    // so the caller's look at the rings after this finds that packet.
+    inst->drain_socket();
+    if (inst->socket_fd() >= 0 && !inst->peer_gone()) fds.push_back({inst->socket_fd(), POLLIN, 0});
+  }
+}
+
+void ShmContext::unwatch_all() {
+  std::lock_guard lock(mutex_);
+  for (ShmInstance* inst : watched_) {
+    if (std::find(instances_.begin(), instances_.end(), inst) == instances_.end()) continue;
+    inst->unwatch();
+    inst->drain_socket();
+  }
+  watched_.clear();
+}
+
+void ShmContext::drain_cancel() {
+  std::uint64_t drained = 0;
+  while (::read(cancel_.get(), &drained, sizeof drained) > 0) {
+  }
+}
+
+Status ShmContext::wait_arm(std::vector<::pollfd>& fds) {
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  watch_all(fds);
+  (void)heavy_fence();  // as in wait_any: the senders' half may be a plain store
+  if (canceled_.load()) return Status::in_progress;
+  driver::Instance* ready = nullptr;
+  return probe_any(&ready) == Status::in_progress ? Status::ok : Status::in_progress;
+}
+
+Status ShmContext::wait_disarm() {
+  if (phase_ != Phase::ready) return Status::not_initialized;
+  drain_cancel();
+  canceled_.store(false);  // the caller's sleep has ended: the cancel was for it
+  unwatch_all();
+  return Status::ok;
 }
 
 Status ShmContext::incoming(std::vector<std::byte>& remote_url) {

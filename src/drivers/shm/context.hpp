@@ -49,6 +49,8 @@ class ShmContext final : public driver::Context {
   Status probe_any(driver::Instance** ready) override;
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
+  Status wait_arm(std::vector<::pollfd>& fds) override;
+  Status wait_disarm() override;
   Status incoming(std::vector<std::byte>& remote_url) override;
   std::string unavailable_reason() const override;
   std::string degraded_reason() const override;
@@ -112,8 +114,14 @@ class ShmContext final : public driver::Context {
   std::vector<Pending> pending_;
   /// Peers that asked to be connected (a call-back hello), for incoming().
   std::vector<std::array<std::byte, Url::size>> asked_;
+  /// Raises the sleepers word of every small instance (watched_) and lists
+  /// what to poll: the cancel eventfd and the instances' sockets.
+  void watch_all(std::vector<::pollfd>& fds);
+  /// Lowers what watch_all() raised, on the instances still there.
+  void unwatch_all();
+  void drain_cancel();
   std::vector<::pollfd> pollfds_;      ///< wait_any()'s own: it sleeps on it unlocked
-  std::vector<ShmInstance*> watched_;  ///< instances wait_any() raised a flag on
+  std::vector<ShmInstance*> watched_;  ///< instances a wait raised a flag on
   std::size_t next_any_ = 0;           ///< round-robin start of probe_any()
   std::string unavailable_;
   std::string degraded_;  ///< guarded by mutex_

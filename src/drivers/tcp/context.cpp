@@ -92,6 +92,7 @@ Result<driver::Properties> TcpContext::properties(const driver::Hints& hints) {
   caps.max_iov = TcpInstance::max_iov;
   caps.blocking_wait = true;
   caps.recv_any = true;
+  caps.wait_fds = true;
   caps.max_packet = recv_buffer_ - frame_header_size;
   caps.needs_rdv = false;
   caps.incoming = true;
@@ -460,6 +461,30 @@ Status TcpContext::cancel_any() {
   // eventfd writes are atomic and thread-safe: this is the one context call
   // that may run while wait_any() sleeps in another thread.
   if (::write(cancel_fd_, &one, sizeof one) != sizeof one) return Status::system_error;
+  return Status::ok;
+}
+
+Status TcpContext::wait_arm(std::vector<::pollfd>& fds) {
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  // The epoll set holds every socket, the listener and the cancel eventfd,
+  // and is itself readable while any of them is: a probe first takes bytes
+  // already buffered (the kernel does not report those) and what the
+  // sockets hold, and accepts a connection waiting on the listener, which
+  // would otherwise keep the set readable for the whole sleep.
+  driver::Instance* ready = nullptr;
+  const Status s = probe_once(&ready, false, driver::Clock::now(), nullptr);
+  if (s == Status::ok) return Status::in_progress;
+  if (s != Status::in_progress) return s;
+  fds.push_back({epoll_fd_, POLLIN, 0});
+  return Status::ok;
+}
+
+Status TcpContext::wait_disarm() {
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  std::uint64_t value = 0;
+  (void)::read(cancel_fd_, &value, sizeof value);  // a cancel that ended the sleep
   return Status::ok;
 }
 

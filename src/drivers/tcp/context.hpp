@@ -27,6 +27,8 @@ class TcpContext final : public driver::Context {
   Status probe_any(driver::Instance** ready) override;
   Status wait_any(driver::Instance** ready, driver::Deadline deadline) override;
   Status cancel_any() override;
+  Status wait_arm(std::vector<::pollfd>& fds) override;
+  Status wait_disarm() override;
   Status incoming(std::vector<std::byte>& remote_url) override;
 
   // --- for instances --------------------------------------------------

@@ -2,6 +2,8 @@
 // detach(), the eager limit in Settings, and PIER_DRIVERS.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "cluster.hpp"
 #include "core/state.hpp"
 
@@ -110,6 +112,50 @@ TEST(Interface, FirstSendToOneselfArrives) {
     Recorder& me = *c.clients[1];
     ASSERT_TRUE(c.run_until([&] { return me.finalized.size() == 2; }, 5000));
     EXPECT_EQ(me.buffers[0], small);
+  }
+}
+
+// A peer's rails in two driver contexts (shm+tcp): a waiting core sleeps on
+// the descriptors of both at once, and a message that comes meanwhile ends
+// the wait. With its rails in one context (shm) it sleeps in that one.
+TEST(Interface, ASleepWatchesEveryContextThatCarriesRails) {
+  for (const std::string drivers : {"shm+tcp", "shm"}) {
+    SCOPED_TRACE(drivers);
+    Cluster c(2, drivers);
+    ASSERT_EQ(c.status, Status::ok);
+    std::vector<std::byte> first(8, std::byte{1}), second(8, std::byte{2});
+    ASSERT_EQ(c.send(0, 1, first, reinterpret_cast<void*>(1)), Status::ok);
+    ASSERT_TRUE(c.run_until(
+        [&] { return c.clients[1]->parsed.size() == 1 && c.clients[0]->finalized.size() == 1; }));
+    auto info = c.cores[1]->gate_info(0);
+    ASSERT_TRUE(info);
+    ASSERT_EQ(info->rails.size(), drivers == "shm" ? 1u : 2u);
+    Recorder& target = *c.clients[1];
+    const Stats before = c.cores[1]->stats();
+    Status waited = Status::internal;
+    // Only the waiter drives core 1, and only this thread core 0.
+    std::thread waiter([&] {
+      waited = c.cores[1]->wait_sleeping([&] { return target.parsed.size() == 2; },
+                                         base::Deadline::after_ms(20000));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const Status sent = c.send(0, 1, second, reinterpret_cast<void*>(2));
+    const auto deadline = base::Deadline::after_ms(20000);
+    while (sent == Status::ok && c.clients[0]->finalized.size() < 2 && !deadline.expired())
+      (void)c.cores[0]->progress();
+    waiter.join();
+    EXPECT_EQ(sent, Status::ok);
+    EXPECT_EQ(waited, Status::ok);
+    const Stats after = c.cores[1]->stats();
+    const std::uint64_t slept = after.sleeps_on_all - before.sleeps_on_all;
+    // Woken by a descriptor (the arrival), not at the end of a 1 ms slice.
+    const std::uint64_t woken = after.sleeps_on_all_woken - before.sleeps_on_all_woken;
+    if (drivers == "shm") {
+      EXPECT_EQ(slept, 0u);
+    } else {
+      EXPECT_GT(slept, 0u);
+      EXPECT_GT(woken, 0u);
+    }
   }
 }
 
