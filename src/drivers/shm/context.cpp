@@ -373,12 +373,11 @@ void ShmContext::watch_all(std::vector<::pollfd>& fds) {
   fds.push_back({cancel_.get(), POLLIN, 0});
   for (ShmInstance* inst : instances_) {
     if (inst->track() != driver::Track::small || !inst->watch()) continue;
+    // What a socket holds from before (a wake-up for a packet taken since,
+    // a late connection reply) ends the sleep at once, once: the sockets
+    // are drained after it (unwatch_all). Not before as well: a recvmsg per
+    // peer on every sleep costs more than the rare extra turn.
     watched_.push_back(inst);
-    // What the socket holds from before (a wake-up for a packet taken
-    // since, a late reply) would end the sleep at once. Safe after the
-    // flag went up: a wake-up sent for a packet follows its publication,
-    // so the caller's look at the rings after this finds that packet.
-    inst->drain_socket();
     if (inst->socket_fd() >= 0 && !inst->peer_gone()) fds.push_back({inst->socket_fd(), POLLIN, 0});
   }
 }
