@@ -208,7 +208,7 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
 Result<std::vector<std::byte>> OfiContext::init() {
   if (state_ == State::closed) return Status::not_initialized;
   if (state_ != State::described) return Status::invalid_argument;
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   std::random_device rd;
   id_ = (std::uint64_t{rd()} << 32 | rd()) | 1;
   try {
@@ -261,6 +261,9 @@ Result<std::vector<std::byte>> OfiContext::init() {
   state_ = State::running;
   last_check_ = std::chrono::steady_clock::now();
   start_progress_thread();
+  // The list after our own lock, never inside it: close() takes the list
+  // first, then the context's lock (TSAN saw the two orders).
+  lock.unlock();
   {
     std::lock_guard list(neighbours().mu);
     neighbours().all.push_back(this);
