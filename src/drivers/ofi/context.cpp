@@ -873,8 +873,10 @@ Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline dea
       (void)::poll(pfd.data(), pfd.size(), ms_ceil(slice));
       lock.lock();
       // The flag is what cancels; a count it left behind (see wait_disarm)
-      // must not end every later sleep at once.
-      if ((pfd[1].revents & POLLIN) != 0) {
+      // must not end every later sleep at once. A count with the flag up is
+      // a cancel on its way to wait_any() (maybe on another thread): left
+      // for it, or its own poll would miss it.
+      if ((pfd[1].revents & POLLIN) != 0 && !cancel_any_.load(std::memory_order_acquire)) {
         std::uint64_t drained = 0;
         (void)::read(wake_fd_, &drained, sizeof drained);
       }
