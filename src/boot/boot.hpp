@@ -52,8 +52,17 @@ class Bootstrap {
  public:
   /// The back end for this process, connected and handshaken. Fails with
   /// version_mismatch, broken (cannot reach the launcher) or invalid_argument
-  /// (inconsistent PIER_RUN_* variables); the log says why.
-  static Result<std::unique_ptr<Bootstrap>> open();
+  /// (inconsistent PIER_RUN_* variables, a session name longer than 64
+  /// bytes); the log says why.
+  ///
+  /// `session` names the exchange: a process may hold one Bootstrap per
+  /// session at once (the Portals library and the port layer each bring up
+  /// their own core), and each is fenced among the ranks' Bootstraps of the
+  /// same session only. Under pier-run the sessions are separate exchanges;
+  /// under PMIx and PMI their keys are kept apart and the launcher's fences
+  /// serve them in turn. Opening one and fencing it is collective (as
+  /// MPI_Init is): every rank opens its sessions in the same order.
+  static Result<std::unique_ptr<Bootstrap>> open(std::string_view session = {});
 
   virtual ~Bootstrap() = default;
   Bootstrap(const Bootstrap&) = delete;
@@ -63,6 +72,7 @@ class Bootstrap {
   std::uint32_t size() const noexcept { return size_; }
   /// "pier-run", "singleton", ...
   virtual std::string_view method() const noexcept = 0;
+  const std::string& session() const noexcept { return session_; }
 
   /// Stages a value (visible to others after commit() and fence()).
   Status put(std::string_view key, std::span<const std::byte> value);
@@ -82,14 +92,19 @@ class Bootstrap {
 
  protected:
   Bootstrap(std::uint32_t rank, std::uint32_t size) : rank_(rank), size_(size) {}
+  static Result<std::unique_ptr<Bootstrap>> open_backend(std::string_view session);
   /// Records a failure for last_error() and the log; returns `status`.
   Status fail(Status status, std::string text);
+  /// `key` in this session's part of a key space the whole job shares
+  /// (PMIx, PMI): "<session>/<key>", or `key` for the default session.
+  std::string scoped(std::string_view key) const;
 
   using Staged = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   using Store = std::map<std::pair<std::uint32_t, std::string>, std::vector<std::byte>>;
 
   std::uint32_t rank_;
   std::uint32_t size_;
+  std::string session_;
   Staged staged_;  ///< put() but not yet commit()
   Store visible_;  ///< what get() sees
   bool broken_ = false;

@@ -29,7 +29,26 @@ std::string_view library_version() noexcept {
   return PIER_BOOT_LIBRARY_VERSION;
 }
 
-Result<std::unique_ptr<Bootstrap>> Bootstrap::open() {
+Result<std::unique_ptr<Bootstrap>> Bootstrap::open(std::string_view session) {
+  if (session.size() > proto::max_session) {
+    PIER_LOG(error, "boot", "bootstrap session name of {} bytes (at most {})", session.size(),
+             proto::max_session);
+    return Status::invalid_argument;
+  }
+  auto opened = open_backend(session);
+  if (opened) (*opened)->session_ = session;
+  return opened;
+}
+
+std::string Bootstrap::scoped(std::string_view key) const {
+  if (session_.empty()) return std::string(key);
+  std::string k = session_;
+  k += '/';
+  k += key;
+  return k;
+}
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::open_backend(std::string_view session) {
   const std::string method = boot_method.get();
   const std::string socket = run_socket.get();
   const bool launched = !socket.empty();
@@ -59,7 +78,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::open() {
   }
   const Deadline deadline = Clock::now() + std::chrono::seconds(boot_timeout.get());
   return open_pier_run(socket, static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(size),
-                       deadline);
+                       session, deadline);
 }
 
 Status Bootstrap::put(std::string_view key, std::span<const std::byte> value) {

@@ -29,9 +29,9 @@ class PierRunClient final : public Bootstrap {
 
   std::string_view method() const noexcept override { return "pier-run"; }
 
-  Status handshake(Deadline deadline) {
+  Status handshake(std::string_view session, Deadline deadline) {
     proto::Hello hello{rank_, size_, static_cast<std::uint32_t>(::getpid()),
-                       std::string(library_version())};
+                       std::string(library_version()), std::string(session)};
     if (Status s = send(proto::encode_hello(hello), deadline); s != Status::ok) return s;
     auto frame = receive(deadline);
     if (!frame) {
@@ -178,7 +178,8 @@ class PierRunClient final : public Bootstrap {
 }  // namespace
 
 Result<std::unique_ptr<Bootstrap>> open_pier_run(std::string_view socket, std::uint32_t rank,
-                                                 std::uint32_t size, Deadline deadline) {
+                                                 std::uint32_t size, std::string_view session,
+                                                 Deadline deadline) {
   auto address = parse_unix_address(socket);
   if (!address) {
     PIER_LOG(error, "boot", "PIER_RUN_SOCKET '{}' is not a usable socket name", socket);
@@ -198,7 +199,7 @@ Result<std::unique_ptr<Bootstrap>> open_pier_run(std::string_view socket, std::u
   // Non-blocking from here on: every wait is a poll() with a deadline.
   (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   auto client = std::make_unique<PierRunClient>(fd, rank, size);
-  if (Status s = client->handshake(deadline); s != Status::ok) return s;
+  if (Status s = client->handshake(session, deadline); s != Status::ok) return s;
   PIER_LOG(debug, "boot", "pier-run: rank {} of {}", rank, size);
   return std::unique_ptr<Bootstrap>(std::move(client));
 }

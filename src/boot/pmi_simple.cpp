@@ -119,7 +119,7 @@ class PmiClient final : public Bootstrap {
     if (broken_) return Status::broken;
     const Deadline deadline = Clock::now() + call_limit;
     for (auto& [key, value] : staged_) {
-      const std::string base = base_key(rank_, key);
+      const std::string base = base_key(rank_, scoped(key));
       const std::string hex = to_hex(value);
       // Room for "<chunks>/<checksum>/" in the first value.
       const std::size_t chunk = (value_max_ - 32) & ~std::size_t{1};
@@ -167,7 +167,7 @@ class PmiClient final : public Bootstrap {
     // whole of one version.
     Result<std::vector<std::byte>> out = Status::malformed;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      out = read_value(rank, key, deadline);
+      out = read_value(rank, scoped(key), deadline);
       if (out.status() != Status::malformed) break;
     }
     if (!out) return out;

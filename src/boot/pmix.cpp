@@ -51,7 +51,7 @@ class PmixClient final : public Bootstrap {
       // PMIx_Put copies the bytes; the value is only borrowed here.
       v.data.bo.bytes = reinterpret_cast<char*>(value.data());
       v.data.bo.size = value.size();
-      const std::string k = pmix_key(key);
+      const std::string k = pmix_key(scoped(key));
       const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, k.c_str(), &v);
       if (rc != PMIX_SUCCESS) {
         staged_.clear();
@@ -96,7 +96,7 @@ class PmixClient final : public Bootstrap {
     PMIX_INFO_CONSTRUCT(&info);
     PMIX_INFO_LOAD(&info, PMIX_OPTIONAL, &optional, PMIX_BOOL);
     pmix_value_t* value = nullptr;
-    const std::string k = pmix_key(key);
+    const std::string k = pmix_key(scoped(key));
     const pmix_status_t rc = PMIx_Get(&peer, k.c_str(), &info, 1, &value);
     PMIX_INFO_DESTRUCT(&info);
     if (rc == PMIX_ERR_NOT_FOUND) return Status::not_found;

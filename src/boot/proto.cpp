@@ -127,6 +127,7 @@ std::vector<std::byte> encode_hello(const Hello& hello) {
   w.u32(hello.size);
   w.u32(hello.pid);
   w.text16(hello.library_version);
+  w.text16(hello.session);
   return std::move(w).finish();
 }
 
@@ -210,6 +211,7 @@ Result<Hello> decode_hello(std::span<const std::byte> body) {
   h.size = r.u32();
   h.pid = r.u32();
   h.library_version = r.text16(max_text);
+  h.session = r.text16(max_session);
   if (!r.ok_at_end()) return Status::malformed;
   return h;
 }

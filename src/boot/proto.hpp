@@ -22,16 +22,17 @@
 
 namespace pier::boot::proto {
 
-inline constexpr std::uint8_t version = 1;
+inline constexpr std::uint8_t version = 2;
 inline constexpr std::size_t header_size = 8;
 /// A frame larger than this is malformed (the whole job's exchange fits).
 inline constexpr std::uint32_t max_body = 64u << 20;
 inline constexpr std::size_t max_key = 255;
 inline constexpr std::size_t max_value = 1u << 20;
 inline constexpr std::size_t max_text = 4096;
+inline constexpr std::size_t max_session = 64;
 
 enum class Type : std::uint8_t {
-  hello = 1,         ///< client: rank, size, pid, library version
+  hello = 1,         ///< client: rank, size, pid, library version, session
   welcome = 2,       ///< server: the hello is accepted
   error = 3,         ///< server: fatal refusal and why; the server then closes
   commit = 4,        ///< client: entries put since the last commit
@@ -60,6 +61,10 @@ struct Hello {
   std::uint32_t size;
   std::uint32_t pid;
   std::string library_version;
+  /// The exchange this connection joins: one process may open several
+  /// (Portals and ports side by side), each fenced on its own. "" is the
+  /// default one.
+  std::string session;
 };
 
 struct Entry {

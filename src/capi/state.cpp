@@ -83,7 +83,7 @@ int to_ptl(Status s) noexcept {
 constexpr std::size_t mirror_bytes = 4 * lib::ct_mirrors_per_ni * sizeof(lib::CtMirror);
 
 int build(State& s) {
-  auto boot = boot::Bootstrap::open();
+  auto boot = boot::Bootstrap::open("portals");
   if (!boot) return to_ptl(boot.status());
   s.boot = std::move(*boot);
   auto core = core::Core::from_bootstrap(*s.boot);

@@ -289,7 +289,7 @@ Result<std::unique_ptr<Node>> Node::attach(core::Core& core) {
 }
 
 Result<std::unique_ptr<Node>> Node::create() {
-  auto boot = boot::Bootstrap::open();
+  auto boot = boot::Bootstrap::open("port");
   if (!boot) return boot.status();
   auto made = core::Core::from_bootstrap(**boot);
   if (!made) return made.status();

@@ -106,7 +106,9 @@ int bad_version(long my_rank, long size, const std::string& library) {
   if (!library.empty()) {
     frame = pier::boot::proto::encode_hello({static_cast<std::uint32_t>(my_rank),
                                              static_cast<std::uint32_t>(size),
-                                             static_cast<std::uint32_t>(::getpid()), library});
+                                             static_cast<std::uint32_t>(::getpid()),
+                                             library,
+                                             {}});
   }
   if (::write(fd, frame.data(), frame.size()) != static_cast<::ssize_t>(frame.size())) return 2;
   pier::boot::proto::FrameReader reader;
@@ -174,9 +176,11 @@ int dial_pier_run() {
 int claim(long my_rank, long size, long claimed) {
   const int fd = dial_pier_run();
   if (fd < 0) return 2;
-  const auto frame = pier::boot::proto::encode_hello(
-      {static_cast<std::uint32_t>(claimed), static_cast<std::uint32_t>(size),
-       static_cast<std::uint32_t>(::getpid()), std::string(pier::boot::library_version())});
+  const auto frame = pier::boot::proto::encode_hello({static_cast<std::uint32_t>(claimed),
+                                                      static_cast<std::uint32_t>(size),
+                                                      static_cast<std::uint32_t>(::getpid()),
+                                                      std::string(pier::boot::library_version()),
+                                                      {}});
   if (::write(fd, frame.data(), frame.size()) != static_cast<::ssize_t>(frame.size())) return 2;
   pier::boot::proto::FrameReader reader;
   std::byte buf[4096];
@@ -267,9 +271,11 @@ long rss_kib(const std::string& path) {
 int query_flood(long my_rank, long size) {
   const int fd = dial_pier_run();
   if (fd < 0) return 2;
-  const auto hello = pier::boot::proto::encode_hello(
-      {static_cast<std::uint32_t>(my_rank), static_cast<std::uint32_t>(size),
-       static_cast<std::uint32_t>(::getpid()), std::string(pier::boot::library_version())});
+  const auto hello = pier::boot::proto::encode_hello({static_cast<std::uint32_t>(my_rank),
+                                                      static_cast<std::uint32_t>(size),
+                                                      static_cast<std::uint32_t>(::getpid()),
+                                                      std::string(pier::boot::library_version()),
+                                                      {}});
   if (::write(fd, hello.data(), hello.size()) != static_cast<::ssize_t>(hello.size())) return 2;
   const std::string status = fmt::format("/proc/{}/status", ::getppid());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

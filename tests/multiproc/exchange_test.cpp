@@ -26,8 +26,10 @@ class ExchangeTest : public ::testing::Test {
   Exchange ex{3, "0.1.0"};
   std::vector<Outgoing> out;
 
-  void hello(int conn, std::uint32_t rank, std::string version = "0.1.0", std::uint32_t size = 3) {
-    ex.on_frame(conn, frame_of(proto::encode_hello({rank, size, 100 + rank, version})), out);
+  void hello(int conn, std::uint32_t rank, std::string version = "0.1.0", std::uint32_t size = 3,
+             std::string session = {}) {
+    ex.on_frame(conn, frame_of(proto::encode_hello({rank, size, 100 + rank, version, session})),
+                out);
   }
   void fence(int conn, std::uint32_t epoch) {
     ex.on_frame(conn, frame_of(proto::encode_fence(epoch)), out);
@@ -87,11 +89,54 @@ TEST_F(ExchangeTest, AnExchangeTooLargeForOneAnswerFailsTheFenceSayingWhy) {
   std::vector<Outgoing> o2;
   for (std::uint32_t r = 0; r < 3; ++r)
     small.on_frame(20 + static_cast<int>(r),
-                   frame_of(proto::encode_hello({r, 3, 100 + r, "0.1.0"})), o2);
+                   frame_of(proto::encode_hello({r, 3, 100 + r, "0.1.0", {}})), o2);
   o2.clear();
   for (int r = 0; r < 3; ++r) small.on_frame(20 + r, frame_of(proto::encode_fence(1)), o2);
   ASSERT_EQ(o2.size(), 3u);
   EXPECT_EQ(o2[0].frame.get(), o2[2].frame.get());
+}
+
+TEST_F(ExchangeTest, SessionsOfOneRankAreFencedApart) {
+  // Every rank brings up Portals and ports, in different orders; each
+  // session's fence waits for its own members only.
+  hello(10, 0, "0.1.0", 3, "portals");
+  hello(11, 0, "0.1.0", 3, "port");
+  hello(12, 1, "0.1.0", 3, "port");
+  hello(13, 1, "0.1.0", 3, "portals");
+  hello(14, 2, "0.1.0", 3, "port");
+  ASSERT_EQ(out.size(), 5u);
+  for (const Outgoing& o : out) EXPECT_EQ(type_of(o), proto::Type::welcome);
+  out.clear();
+  ex.on_frame(11, frame_of(proto::encode_commit({{{0, "k", {std::byte{7}}}}})), out);
+  fence(11, 1);
+  fence(12, 1);
+  fence(10, 1);  // the Portals session has its own epoch 1
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(ex.pending_summary(),
+            "session 'port' fence 1 waiting for rank 2 connected but did not enter the fence");
+  fence(14, 1);
+  ASSERT_EQ(out.size(), 3u);
+  for (const Outgoing& o : out) {
+    EXPECT_TRUE(o.conn == 11 || o.conn == 12 || o.conn == 14) << o.conn;
+    auto done = proto::decode_fence_done(frame_of(*o.frame).body);
+    ASSERT_TRUE(done);
+    ASSERT_EQ(done->entries.size(), 1u);  // the port session's entry, not another's
+    EXPECT_EQ(done->entries[0].key, "k");
+  }
+  // Rank 2 never joins the Portals session: when it ends, that fence fails
+  // and the port session, already past its fence, is left alone.
+  out.clear();
+  ex.on_rank_exit(2, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].conn, 10);
+  auto failed = proto::decode_fence_failed(frame_of(*out[0].frame).body);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->text, "session 'portals': rank 2 ended before joining fence 1");
+  // A second connection of a rank to one session is refused.
+  out.clear();
+  hello(15, 1, "0.1.0", 3, "port");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(type_of(out[0]), proto::Type::error);
 }
 
 TEST_F(ExchangeTest, QueryNamesMissingRanksByReason) {

@@ -99,7 +99,7 @@ TEST(PierRun, RankLeavingFailsTheFenceAtOnce) {
 TEST(PierRun, ForeignProtocolVersionIsRefusedClearly) {
   const Outcome o = launch({"badversion"}, 1);
   EXPECT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_TRUE(has(o, "refused: a process speaks boot protocol version 9, this pier-run version 1"))
+  EXPECT_TRUE(has(o, "refused: a process speaks boot protocol version 9, this pier-run version 2"))
       << o.output;
 }
 

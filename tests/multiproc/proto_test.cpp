@@ -27,7 +27,7 @@ TEST(BootProto, FenceFrameGoldenBytes) {
 }
 
 TEST(BootProto, HelloRoundTrip) {
-  proto::Hello in{3, 8, 4242, "0.1.0"};
+  proto::Hello in{3, 8, 4242, "0.1.0", "portals"};
   const auto frame = proto::encode_hello(in);
   proto::FrameReader reader;
   reader.append(frame);
@@ -40,7 +40,17 @@ TEST(BootProto, HelloRoundTrip) {
   EXPECT_EQ(hello->size, 8u);
   EXPECT_EQ(hello->pid, 4242u);
   EXPECT_EQ(hello->library_version, "0.1.0");
+  EXPECT_EQ(hello->session, "portals");
   EXPECT_TRUE(reader.empty());
+}
+
+TEST(BootProto, HelloWithASessionNameTooLongIsMalformed) {
+  proto::Hello in{0, 1, 1, "0.1.0", std::string(proto::max_session + 1, 's')};
+  proto::FrameReader reader;
+  reader.append(proto::encode_hello(in));
+  auto out = reader.next();
+  ASSERT_TRUE(out && *out);
+  EXPECT_EQ(proto::decode_hello((*out)->body).status(), Status::malformed);
 }
 
 TEST(BootProto, FenceDoneRoundTripAcrossSplitReads) {
@@ -102,9 +112,10 @@ TEST(BootProto, HostileInputIsRejectedNotTrusted) {
 }
 
 TEST(BootProto, ForeignVersionHeaderIsReportedNotParsed) {
-  auto h = proto::decode_header(bytes({0, 0, 0, 0, 2, 0xee, 0xee, 0xee}));
+  constexpr int other = proto::version + 1;
+  auto h = proto::decode_header(bytes({0, 0, 0, 0, other, 0xee, 0xee, 0xee}));
   ASSERT_TRUE(h);
-  EXPECT_EQ(h->version, 2);
+  EXPECT_EQ(h->version, other);
 }
 
 TEST(BootProto, FormatRanksCompactsRuns) {
@@ -114,7 +125,7 @@ TEST(BootProto, FormatRanksCompactsRuns) {
 }
 
 /// A launcher from another version: it answers every hello with a frame
-/// whose version byte is 2.
+/// whose version byte is not ours.
 TEST(BootClient, LauncherOfAnotherVersionFailsFast) {
   const std::string name = "@pier-test-boot." + std::to_string(::getpid());
   auto address = parse_unix_address(name);
@@ -128,7 +139,7 @@ TEST(BootClient, LauncherOfAnotherVersionFailsFast) {
     if (fd < 0) return;
     std::byte hello[64];
     (void)::read(fd, hello, sizeof hello);
-    const auto reply = bytes({0, 0, 0, 0, 2, 2, 0, 0});
+    const auto reply = bytes({0, 0, 0, 0, proto::version + 1, 2, 0, 0});
     (void)::write(fd, reply.data(), reply.size());
     ::close(fd);
   });

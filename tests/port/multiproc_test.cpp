@@ -40,6 +40,20 @@ TEST_P(PortJob, DeadTargetNodeIsReportedUnreachableOnce) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
 }
 
+// An MPI-and-SHMEM kind of program: Portals puts one way, port messages
+// the other, in one process per rank (both_job.cpp).
+TEST_P(PortJob, PortsAndPortalsWorkSideBySideInOneProcess) {
+  RunSpec spec;
+  spec.argv = {PIER_RUN_PATH, "-n", "2", BOTH_JOB_PATH};
+  spec.limit = std::chrono::seconds(120);
+  spec.env = {"PIER_CORE_DRIVERS=" + GetParam()};
+  Outcome o = run_command(spec);
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("rank 0: ok"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("rank 1: ok"), std::string::npos) << o.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PortJob, ::testing::Values("shm", "tcp"),
                          [](const auto& cell) { return cell.param; });
 

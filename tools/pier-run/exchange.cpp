@@ -8,12 +8,18 @@ namespace pier::run {
 namespace proto = boot::proto;
 
 Exchange::Exchange(std::uint32_t size, std::string library_version)
-    : size_(size), library_version_(std::move(library_version)), ranks_(size) {}
+    : size_(size), library_version_(std::move(library_version)), exited_(size, false) {}
 
-int Exchange::rank_of(int conn) const {
-  for (std::size_t r = 0; r < ranks_.size(); ++r)
-    if (ranks_[r].conn == conn) return static_cast<int>(r);
-  return -1;
+Exchange::Session& Exchange::session(const std::string& name) {
+  auto [it, fresh] = sessions_.try_emplace(name);
+  Session& s = it->second;
+  if (fresh) {
+    s.name = name;
+    s.ranks.resize(size_);
+    // A rank that already ended can never join this session's fences.
+    for (std::uint32_t r = 0; r < size_; ++r) s.ranks[r].gone = exited_[r];
+  }
+  return s;
 }
 
 void Exchange::refuse(int conn, proto::Refusal why, std::string text, std::vector<Outgoing>& out) {
@@ -30,41 +36,42 @@ void Exchange::on_frame(int conn, const proto::Frame& frame, std::vector<Outgoin
            out);
     return;
   }
-  const int rank = rank_of(conn);
+  auto member = members_.find(conn);
   if (frame.header.type == proto::Type::hello) {
     auto hello = proto::decode_hello(frame.body);
-    if (rank >= 0 || !hello) {
+    if (member != members_.end() || !hello) {
       refuse(conn, proto::Refusal::malformed, "malformed or repeated hello", out);
       return;
     }
     on_hello(conn, *hello, out);
     return;
   }
-  if (rank < 0) {
+  if (member == members_.end()) {
     refuse(conn, proto::Refusal::malformed, "a frame before the hello", out);
     return;
   }
-  const auto r = static_cast<std::uint32_t>(rank);
+  Session& ses = *member->second.session;
+  const std::uint32_t r = member->second.rank;
   switch (frame.header.type) {
     case proto::Type::commit: {
       auto entries = proto::decode_commit(frame.body);
       if (!entries) break;
-      for (auto& e : *entries) entries_.push_back({r, std::move(e.key), std::move(e.value)});
+      for (auto& e : *entries) ses.entries.push_back({r, std::move(e.key), std::move(e.value)});
       return;
     }
     case proto::Type::fence: {
       auto epoch = proto::decode_fence(frame.body);
       if (!epoch) break;
-      on_fence(r, *epoch, out);
+      on_fence(ses, r, *epoch, out);
       return;
     }
     case proto::Type::query: {
       auto epoch = proto::decode_query(frame.body);
       if (!epoch) break;
       proto::Report report{*epoch, {}, {}};
-      if (*epoch == epoch_) {
-        report.ranks = missing();
-        report.text = failed_ ? failure_ : describe_missing();
+      if (*epoch == ses.epoch) {
+        report.ranks = missing(ses);
+        report.text = ses.failed ? ses.failure : describe_missing(ses);
       }
       out.push_back({conn, share(proto::encode_query_reply(report))});
       return;
@@ -93,12 +100,19 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
            out);
     return;
   }
-  RankState& state = ranks_[hello.rank];
-  if (state.ever_connected) {
-    refuse(
-        conn, proto::Refusal::bad_hello,
-        fmt::format("rank {} connected twice (pids {} and {})", hello.rank, state.pid, hello.pid),
-        out);
+  // A session a process cannot name in a refusal would be missing from it
+  // later: only a process this pier-run started gets here, so one session
+  // per rank and name.
+  if (const auto& existing = sessions_.find(hello.session);
+      existing != sessions_.end() && existing->second.ranks[hello.rank].ever_connected) {
+    const RankState& was = existing->second.ranks[hello.rank];
+    refuse(conn, proto::Refusal::bad_hello,
+           hello.session.empty()
+               ? fmt::format("rank {} connected twice (pids {} and {})", hello.rank, was.pid,
+                             hello.pid)
+               : fmt::format("rank {} connected twice to session '{}' (pids {} and {})", hello.rank,
+                             hello.session, was.pid, hello.pid),
+           out);
     return;
   }
   // Ranks must share one build: driver urls and wire formats are only
@@ -113,98 +127,109 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
            out);
     return;
   }
+  Session& ses = session(hello.session);
+  RankState& state = ses.ranks[hello.rank];
   state.conn = conn;
   state.ever_connected = true;
   state.pid = hello.pid;
+  members_[conn] = {&ses, hello.rank};
   out.push_back({conn, share(proto::encode_welcome())});
 }
 
-void Exchange::on_fence(std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out) {
-  RankState& state = ranks_[rank];
-  if (failed_) {
-    out.push_back({state.conn, share(proto::encode_fence_failed({epoch, {}, failure_}))});
+void Exchange::on_fence(Session& s, std::uint32_t rank, std::uint32_t epoch,
+                        std::vector<Outgoing>& out) {
+  RankState& state = s.ranks[rank];
+  if (s.failed) {
+    out.push_back({state.conn, share(proto::encode_fence_failed({epoch, {}, s.failure}))});
     return;
   }
-  if (epoch != epoch_ || state.fenced == epoch) {
+  if (epoch != s.epoch || state.fenced == epoch) {
     refuse(state.conn, proto::Refusal::malformed,
-           fmt::format("rank {} entered fence {} while fence {} is gathered", rank, epoch, epoch_),
+           fmt::format("rank {} entered fence {} while fence {} is gathered", rank, epoch, s.epoch),
            out);
     return;
   }
   state.fenced = epoch;
-  fail_if_hopeless(out);
-  if (!failed_) maybe_complete(out);
+  fail_if_hopeless(s, out);
+  if (!s.failed) maybe_complete(s, out);
 }
 
-void Exchange::maybe_complete(std::vector<Outgoing>& out) {
-  for (const auto& r : ranks_)
-    if (r.fenced != epoch_) return;
+void Exchange::maybe_complete(Session& s, std::vector<Outgoing>& out) {
+  for (const auto& r : s.ranks)
+    if (r.fenced != s.epoch) return;
   // One encoding for everyone: each rank receives every entry of the epoch,
   // its own included, so get() never needs another round trip.
-  const SharedFrame frame = share(proto::encode_fence_done({epoch_, std::move(entries_)}));
-  entries_.clear();
+  const SharedFrame frame = share(proto::encode_fence_done({s.epoch, std::move(s.entries)}));
+  s.entries.clear();
   if (frame->size() > proto::header_size + proto::max_body) {
-    failed_ = true;
+    s.failed = true;
     // Every rank would refuse the answer as malformed: say why instead.
-    failure_ = fmt::format(
+    s.failure = fmt::format(
         "fence {}: the ranks put {} MiB of keys and values, more than one exchange carries "
         "({} MiB)",
-        epoch_, (frame->size() - proto::header_size) >> 20, proto::max_body >> 20);
-    notes_.push_back(failure_);
-    for (const auto& r : ranks_)
+        s.epoch, (frame->size() - proto::header_size) >> 20, proto::max_body >> 20);
+    notes_.push_back(s.failure);
+    for (const auto& r : s.ranks)
       if (r.conn >= 0)
-        out.push_back({r.conn, share(proto::encode_fence_failed({epoch_, {}, failure_}))});
+        out.push_back({r.conn, share(proto::encode_fence_failed({s.epoch, {}, s.failure}))});
     return;
   }
-  for (const auto& r : ranks_)
+  for (const auto& r : s.ranks)
     if (r.conn >= 0) out.push_back({r.conn, frame});
-  ++epoch_;
+  ++s.epoch;
 }
 
-void Exchange::fail_if_hopeless(std::vector<Outgoing>& out) {
-  if (failed_) return;
+void Exchange::fail_if_hopeless(Session& s, std::vector<Outgoing>& out) {
+  if (s.failed) return;
   bool someone_waits = false;
   std::vector<std::uint32_t> lost;
   for (std::uint32_t r = 0; r < size_; ++r) {
-    if (ranks_[r].fenced == epoch_) someone_waits = true;
-    if (ranks_[r].gone && ranks_[r].fenced != epoch_) lost.push_back(r);
+    if (s.ranks[r].fenced == s.epoch) someone_waits = true;
+    if (s.ranks[r].gone && s.ranks[r].fenced != s.epoch) lost.push_back(r);
   }
   if (!someone_waits || lost.empty()) return;
-  failed_ = true;
-  failure_ = fmt::format("{} {} ended before joining fence {}", lost.size() == 1 ? "rank" : "ranks",
-                         proto::format_ranks(lost), epoch_);
-  notes_.push_back(failure_);
-  for (const auto& r : ranks_)
-    if (r.conn >= 0 && r.fenced == epoch_)
-      out.push_back({r.conn, share(proto::encode_fence_failed({epoch_, lost, failure_}))});
+  s.failed = true;
+  s.failure = fmt::format("{} {} ended before joining fence {}",
+                          lost.size() == 1 ? "rank" : "ranks", proto::format_ranks(lost), s.epoch);
+  if (!s.name.empty()) s.failure = fmt::format("session '{}': {}", s.name, s.failure);
+  notes_.push_back(s.failure);
+  for (const auto& r : s.ranks)
+    if (r.conn >= 0 && r.fenced == s.epoch)
+      out.push_back({r.conn, share(proto::encode_fence_failed({s.epoch, lost, s.failure}))});
 }
 
 void Exchange::on_disconnect(int conn, std::vector<Outgoing>& out) {
-  const int rank = rank_of(conn);
-  if (rank < 0) return;
-  ranks_[static_cast<std::size_t>(rank)].conn = -1;
-  ranks_[static_cast<std::size_t>(rank)].gone = true;
-  fail_if_hopeless(out);
+  auto member = members_.find(conn);
+  if (member == members_.end()) return;
+  Session& s = *member->second.session;
+  RankState& state = s.ranks[member->second.rank];
+  members_.erase(member);
+  state.conn = -1;
+  state.gone = true;
+  fail_if_hopeless(s, out);
 }
 
 void Exchange::on_rank_exit(std::uint32_t rank, std::vector<Outgoing>& out) {
   if (rank >= size_) return;
-  ranks_[rank].gone = true;
-  fail_if_hopeless(out);
+  exited_[rank] = true;
+  for (auto& [name, s] : sessions_) {
+    s.ranks[rank].gone = true;
+    fail_if_hopeless(s, out);
+  }
 }
 
-std::vector<std::uint32_t> Exchange::missing() const {
+std::vector<std::uint32_t> Exchange::missing(const Session& s) {
   std::vector<std::uint32_t> out;
-  for (std::uint32_t r = 0; r < size_; ++r)
-    if (ranks_[r].fenced != epoch_) out.push_back(r);
+  for (std::uint32_t r = 0; r < s.ranks.size(); ++r)
+    if (s.ranks[r].fenced != s.epoch) out.push_back(r);
   return out;
 }
 
-std::string Exchange::describe_missing() const {
+std::string Exchange::describe_missing(const Session& s) {
   std::vector<std::uint32_t> never, outside, gone;
-  for (std::uint32_t r : missing()) {
-    const RankState& s = ranks_[r];
-    (!s.ever_connected ? never : s.gone ? gone : outside).push_back(r);
+  for (std::uint32_t r : missing(s)) {
+    const RankState& st = s.ranks[r];
+    (!st.ever_connected ? never : st.gone ? gone : outside).push_back(r);
   }
   std::string text;
   auto add = [&](const std::vector<std::uint32_t>& ranks, std::string_view why) {
@@ -220,8 +245,12 @@ std::string Exchange::describe_missing() const {
 }
 
 std::string Exchange::pending_summary() const {
-  for (const auto& r : ranks_)
-    if (r.fenced == epoch_) return fmt::format("fence {} {}", epoch_, describe_missing());
+  for (const auto& [name, s] : sessions_)
+    for (const auto& r : s.ranks)
+      if (r.fenced == s.epoch)
+        return name.empty()
+                   ? fmt::format("fence {} {}", s.epoch, describe_missing(s))
+                   : fmt::format("session '{}' fence {} {}", name, s.epoch, describe_missing(s));
   return {};
 }
 

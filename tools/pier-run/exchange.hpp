@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,26 +56,39 @@ class Exchange {
     std::uint32_t pid = 0;
     std::uint32_t fenced = 0;  ///< last epoch this rank joined
   };
+  /// One exchange (boot::proto::Hello::session): every rank's connection of
+  /// that name, fenced together and apart from the other sessions.
+  struct Session {
+    std::string name;
+    std::vector<RankState> ranks;
+    std::uint32_t epoch = 1;                  ///< the fence being gathered
+    std::vector<boot::proto::Entry> entries;  ///< committed during epoch
+    bool failed = false;                      ///< a fence failed: every later fence fails
+    std::string failure;
+  };
+  /// What a connection said hello as.
+  struct Member {
+    Session* session;
+    std::uint32_t rank;
+  };
 
   IdentityCheck identity_check_;
   void refuse(int conn, boot::proto::Refusal why, std::string text, std::vector<Outgoing>& out);
   void on_hello(int conn, const boot::proto::Hello& hello, std::vector<Outgoing>& out);
-  void on_fence(std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out);
-  void maybe_complete(std::vector<Outgoing>& out);
-  void fail_if_hopeless(std::vector<Outgoing>& out);
-  std::vector<std::uint32_t> missing() const;
-  std::string describe_missing() const;
-  int rank_of(int conn) const;
+  void on_fence(Session& s, std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out);
+  void maybe_complete(Session& s, std::vector<Outgoing>& out);
+  void fail_if_hopeless(Session& s, std::vector<Outgoing>& out);
+  static std::vector<std::uint32_t> missing(const Session& s);
+  static std::string describe_missing(const Session& s);
+  Session& session(const std::string& name);
 
   std::uint32_t size_;
   std::string library_version_;  ///< pier-run's own build
   std::string first_version_;    ///< of the first rank to say hello
   std::uint32_t first_rank_ = 0;
-  std::vector<RankState> ranks_;
-  std::uint32_t epoch_ = 1;                  ///< the fence being gathered
-  std::vector<boot::proto::Entry> entries_;  ///< committed during epoch_
-  bool failed_ = false;                      ///< a fence failed: every later fence fails
-  std::string failure_;
+  std::map<std::string, Session> sessions_;  ///< node-based: members point into it
+  std::map<int, Member> members_;            ///< by connection
+  std::vector<bool> exited_;                 ///< ranks whose process ended
   std::vector<std::string> notes_;
 };
 
