@@ -52,8 +52,8 @@ class Bootstrap {
  public:
   /// The back end for this process, connected and handshaken. Fails with
   /// version_mismatch, broken (cannot reach the launcher) or invalid_argument
-  /// (inconsistent PIER_RUN_* variables, a session name longer than 64
-  /// bytes); the log says why.
+  /// (inconsistent PIER_RUN_* variables, a session name that is not at most
+  /// 64 bytes of [a-z0-9_.-]); the log says why.
   ///
   /// `session` names the exchange: a process may hold one Bootstrap per
   /// session at once (the Portals library and the port layer each bring up

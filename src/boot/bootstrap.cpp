@@ -30,8 +30,9 @@ std::string_view library_version() noexcept {
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::open(std::string_view session) {
-  if (session.size() > proto::max_session) {
-    PIER_LOG(error, "boot", "bootstrap session name of {} bytes (at most {})", session.size(),
+  if (!proto::valid_session(session)) {
+    PIER_LOG(error, "boot",
+             "bootstrap session name '{}': at most {} bytes of a-z, 0-9, '_', '.', '-'", session,
              proto::max_session);
     return Status::invalid_argument;
   }

@@ -71,15 +71,23 @@ bool env_number(const char* name, long long& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
+/// Set while a PmiClient of this process holds PMI_FD. In the environment,
+/// not in a static: the Portals library and the port layer each carry their
+/// own copy of this code.
+constexpr const char* pmi_in_use = "PIER_PMI_CLIENT_PID";
+
 class PmiClient final : public Bootstrap {
  public:
-  PmiClient(int fd, std::uint32_t rank, std::uint32_t size) : Bootstrap(rank, size), fd_(fd) {}
+  PmiClient(int fd, std::uint32_t rank, std::uint32_t size) : Bootstrap(rank, size), fd_(fd) {
+    (void)::setenv(pmi_in_use, std::to_string(::getpid()).c_str(), 1);
+  }
   ~PmiClient() override {
     // finalize tells the server this rank left on purpose; its answer is
     // awaited briefly so the server reads it before the socket closes.
     if (!broken_ && initialised_)
       (void)call("finalize", {}, "finalize_ack", Clock::now() + std::chrono::seconds(2));
     ::close(fd_);
+    (void)::unsetenv(pmi_in_use);
   }
 
   std::string_view method() const noexcept override { return "pmi"; }
@@ -302,6 +310,16 @@ Result<std::unique_ptr<Bootstrap>> open_pmi(Deadline deadline) {
              std::getenv("PMI_RANK") ? std::getenv("PMI_RANK") : "",
              std::getenv("PMI_SIZE") ? std::getenv("PMI_SIZE") : "");
     return Status::invalid_argument;
+  }
+  // One PMI-1 connection per process, and one client on it: a second
+  // (Portals and the ports side by side) would read the first one's answers
+  // and finalize the rank for both.
+  if (const char* holder = std::getenv(pmi_in_use);
+      holder != nullptr && std::to_string(::getpid()) == holder) {
+    PIER_LOG(error, "boot",
+             "PMI-1 serves one pier API per process, and one already holds PMI_FD: use pier-run "
+             "or a PMIx launcher to run Portals and the ports in one process");
+    return Status::unsupported;
   }
   const int sock = static_cast<int>(fd);
   if (::fcntl(sock, F_GETFD) < 0) {

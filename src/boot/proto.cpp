@@ -204,6 +204,12 @@ Result<Header> decode_header(std::span<const std::byte> bytes) {
   return h;
 }
 
+bool valid_session(std::string_view name) noexcept {
+  return name.size() <= max_session &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") ==
+             std::string_view::npos;
+}
+
 Result<Hello> decode_hello(std::span<const std::byte> body) {
   Reader r(body);
   Hello h;
@@ -212,7 +218,7 @@ Result<Hello> decode_hello(std::span<const std::byte> body) {
   h.pid = r.u32();
   h.library_version = r.text16(max_text);
   h.session = r.text16(max_session);
-  if (!r.ok_at_end()) return Status::malformed;
+  if (!r.ok_at_end() || !valid_session(h.session)) return Status::malformed;
   return h;
 }
 

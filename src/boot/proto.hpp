@@ -30,6 +30,11 @@ inline constexpr std::size_t max_key = 255;
 inline constexpr std::size_t max_value = 1u << 20;
 inline constexpr std::size_t max_text = 4096;
 inline constexpr std::size_t max_session = 64;
+/// Sessions one pier-run job keeps at most (each holds a slot per rank).
+inline constexpr std::size_t max_sessions = 16;
+/// A session name: at most max_session bytes of [a-z0-9_.-] (it becomes part
+/// of PMIx and PMI keys, where a '/' could make two sessions' keys meet).
+bool valid_session(std::string_view name) noexcept;
 
 enum class Type : std::uint8_t {
   hello = 1,         ///< client: rank, size, pid, library version, session

@@ -134,6 +134,21 @@ TEST(PmiBackEndAgainstAScriptedServer, WellFormedExchange) {
   EXPECT_EQ(run_pair(client, server), Status::ok);
 }
 
+TEST(PmiBackEndAgainstAScriptedServer, ASecondSessionInOneProcessIsRefusedClearly) {
+  // PMI-1 gives a process one connection: a second client on it (the ports
+  // beside Portals) would read the first one's answers. It is refused, and
+  // the first goes on working.
+  auto client = [](Bootstrap& b) {
+    auto second = Bootstrap::open("port");
+    if (second) return Status::internal;
+    if (second.status() != Status::unsupported) return second.status();
+    if (Status s = b.put("k", std::string_view("v")); s != Status::ok) return s;
+    if (Status s = b.commit(); s != Status::ok) return s;
+    return b.fence(Clock::now() + std::chrono::seconds(5));
+  };
+  EXPECT_EQ(run_pair(client, standard_answer), Status::ok);
+}
+
 TEST(PmiBackEndAgainstAScriptedServer, GarbageAnswerToInitIsMalformed) {
   auto server = [](const pmi::Command&) -> std::string { return "cmd=\n"; };
   EXPECT_EQ(run_pair([](Bootstrap&) { return Status::ok; }, server), Status::malformed);

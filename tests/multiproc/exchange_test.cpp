@@ -97,8 +97,8 @@ TEST_F(ExchangeTest, AnExchangeTooLargeForOneAnswerFailsTheFenceSayingWhy) {
 }
 
 TEST_F(ExchangeTest, SessionsOfOneRankAreFencedApart) {
-  // Every rank brings up Portals and ports, in different orders; each
-  // session's fence waits for its own members only.
+  // Every rank brings up Portals and ports (connections may reach pier-run
+  // in any order); each session's fence waits for its own members only.
   hello(10, 0, "0.1.0", 3, "portals");
   hello(11, 0, "0.1.0", 3, "port");
   hello(12, 1, "0.1.0", 3, "port");
@@ -113,7 +113,9 @@ TEST_F(ExchangeTest, SessionsOfOneRankAreFencedApart) {
   fence(10, 1);  // the Portals session has its own epoch 1
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(ex.pending_summary(),
-            "session 'port' fence 1 waiting for rank 2 connected but did not enter the fence");
+            "session 'port' fence 1 waiting for rank 2 connected but did not enter the fence; "
+            "session 'portals' fence 1 waiting for rank 2 never connected to the exchange; rank "
+            "1 connected but did not enter the fence");
   fence(14, 1);
   ASSERT_EQ(out.size(), 3u);
   for (const Outgoing& o : out) {
@@ -137,6 +139,27 @@ TEST_F(ExchangeTest, SessionsOfOneRankAreFencedApart) {
   hello(15, 1, "0.1.0", 3, "port");
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(type_of(out[0]), proto::Type::error);
+}
+
+TEST_F(ExchangeTest, SessionsAreNamedPlainlyAndBounded) {
+  hello(10, 0, "0.1.0", 3, "a/b");  // not a session name: refused as malformed
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(type_of(out[0]), proto::Type::error);
+  out.clear();
+  for (std::size_t i = 0; i < proto::max_sessions; ++i)
+    hello(20 + static_cast<int>(i), 0, "0.1.0", 3, "s" + std::to_string(i));
+  hello(99, 0, "0.1.0", 3, "one.too.many");
+  ASSERT_EQ(out.size(), proto::max_sessions + 1);
+  for (std::size_t i = 0; i < proto::max_sessions; ++i)
+    EXPECT_EQ(type_of(out[i]), proto::Type::welcome) << i;
+  EXPECT_EQ(type_of(out.back()), proto::Type::error);
+  // Pending fences of two sessions are both named.
+  out.clear();
+  fence(20, 1);
+  fence(21, 1);
+  EXPECT_EQ(ex.pending_summary(),
+            "session 's0' fence 1 waiting for ranks 1, 2 never connected to the exchange; "
+            "session 's1' fence 1 waiting for ranks 1, 2 never connected to the exchange");
 }
 
 TEST_F(ExchangeTest, QueryNamesMissingRanksByReason) {

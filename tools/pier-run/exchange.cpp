@@ -100,9 +100,15 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
            out);
     return;
   }
-  // A session a process cannot name in a refusal would be missing from it
-  // later: only a process this pier-run started gets here, so one session
-  // per rank and name.
+  // One connection per rank and session; a bounded number of sessions
+  // (each holds a slot per rank).
+  if (!sessions_.contains(hello.session) && sessions_.size() >= proto::max_sessions) {
+    refuse(conn, proto::Refusal::bad_hello,
+           fmt::format("rank {} opens a session '{}' beyond the {} one job may have", hello.rank,
+                       hello.session, proto::max_sessions),
+           out);
+    return;
+  }
   if (const auto& existing = sessions_.find(hello.session);
       existing != sessions_.end() && existing->second.ranks[hello.rank].ever_connected) {
     const RankState& was = existing->second.ranks[hello.rank];
@@ -165,9 +171,10 @@ void Exchange::maybe_complete(Session& s, std::vector<Outgoing>& out) {
     s.failed = true;
     // Every rank would refuse the answer as malformed: say why instead.
     s.failure = fmt::format(
-        "fence {}: the ranks put {} MiB of keys and values, more than one exchange carries "
+        "{}fence {}: the ranks put {} MiB of keys and values, more than one exchange carries "
         "({} MiB)",
-        s.epoch, (frame->size() - proto::header_size) >> 20, proto::max_body >> 20);
+        s.name.empty() ? std::string() : fmt::format("session '{}': ", s.name), s.epoch,
+        (frame->size() - proto::header_size) >> 20, proto::max_body >> 20);
     notes_.push_back(s.failure);
     for (const auto& r : s.ranks)
       if (r.conn >= 0)
@@ -245,13 +252,17 @@ std::string Exchange::describe_missing(const Session& s) {
 }
 
 std::string Exchange::pending_summary() const {
-  for (const auto& [name, s] : sessions_)
-    for (const auto& r : s.ranks)
-      if (r.fenced == s.epoch)
-        return name.empty()
-                   ? fmt::format("fence {} {}", s.epoch, describe_missing(s))
-                   : fmt::format("session '{}' fence {} {}", name, s.epoch, describe_missing(s));
-  return {};
+  std::string text;
+  for (const auto& [name, s] : sessions_) {
+    bool pending = false;
+    for (const auto& r : s.ranks) pending = pending || r.fenced == s.epoch;
+    if (!pending) continue;
+    if (!text.empty()) text += "; ";
+    text += name.empty()
+                ? fmt::format("fence {} {}", s.epoch, describe_missing(s))
+                : fmt::format("session '{}' fence {} {}", name, s.epoch, describe_missing(s));
+  }
+  return text;
 }
 
 }  // namespace pier::run

@@ -30,6 +30,9 @@ struct Outgoing {
 class Exchange {
  public:
   Exchange(std::uint32_t size, std::string library_version);
+  // Members point into sessions_: a copy would point into the original.
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
 
   /// Bytes arrived as one complete frame on `conn`.
   void on_frame(int conn, const boot::proto::Frame& frame, std::vector<Outgoing>& out);
@@ -39,7 +42,8 @@ class Exchange {
   void on_rank_exit(std::uint32_t rank, std::vector<Outgoing>& out);
 
   /// "fence 2 waits for rank 1 (never connected)", or "" when no fence is
-  /// pending; for the launcher's timeout message.
+  /// pending; for the launcher's timeout message. One clause per session
+  /// with a fence pending ("session 'port' fence 1 ...; ...").
   std::string pending_summary() const;
   /// Refusals written to pier-run's stderr (version mismatch and the like).
   std::vector<std::string> take_notes() { return std::move(notes_); }
