@@ -25,6 +25,8 @@
  *     pier_port_resume_sending() or pier_port_drop_sends() per reported
  *     failure enables it again.
  *
+ * Handles: a NULL port gives PIER_PORT_INVALID_PARAMETER (calls that return
+ * a count give 0, receives give no event, void calls do nothing).
  * Threads: one thread uses a node and its ports at a time.
  * Memory: send buffers must not change until the send's callback; a provided
  * receive buffer belongs to pier until an event returns it. Any memory may be

@@ -62,6 +62,9 @@ Port& port_of(pier_port_t* p) {
   return *reinterpret_cast<Port*>(p);
 }
 
+/// What a receive on a NULL port returns: no event, as on an idle port.
+const pier_port_event_t no_event{};
+
 Priority prio(unsigned p) {
   return static_cast<Priority>(p > 1 ? 2 : p);
 }
@@ -179,27 +182,30 @@ const char* pier_port_strerror(pier_port_status_t status) {
 }
 
 unsigned pier_port_get_port_id(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).id();
 }
 
 pier_port_status_t pier_port_get_node_id(pier_port_t* port, unsigned* node_id) {
-  if (node_id == nullptr) return PIER_PORT_INVALID_PARAMETER;
+  if (port == nullptr || node_id == nullptr) return PIER_PORT_INVALID_PARAMETER;
   *node_id = port_of(port).node().node_id();
   return PIER_PORT_SUCCESS;
 }
 
 pier_port_status_t pier_port_max_node_id(pier_port_t* port, unsigned* max_node_id) {
-  if (max_node_id == nullptr) return PIER_PORT_INVALID_PARAMETER;
+  if (port == nullptr || max_node_id == nullptr) return PIER_PORT_INVALID_PARAMETER;
   *max_node_id = port_of(port).node().node_count() - 1;
   return PIER_PORT_SUCCESS;
 }
 
 uint32_t pier_port_global_id(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).global_id();
 }
 
 pier_port_status_t pier_port_node_id_to_host_name(pier_port_t* port, unsigned node_id, char* name,
                                                   size_t name_len) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   try {
     auto host = port_of(port).node().host_name(node_id);
     if (!host) return to_c_status(host.status());
@@ -211,7 +217,7 @@ pier_port_status_t pier_port_node_id_to_host_name(pier_port_t* port, unsigned no
 
 pier_port_status_t pier_port_host_name_to_node_id(pier_port_t* port, const char* host,
                                                   unsigned* node_id) {
-  if (host == nullptr || node_id == nullptr) return PIER_PORT_INVALID_PARAMETER;
+  if (port == nullptr || host == nullptr || node_id == nullptr) return PIER_PORT_INVALID_PARAMETER;
   try {
     auto id = port_of(port).node().node_id_of_host(host);
     if (!id) return to_c_status(id.status());
@@ -223,20 +229,25 @@ pier_port_status_t pier_port_host_name_to_node_id(pier_port_t* port, const char*
 }
 
 pier_port_status_t pier_port_get_host_name(pier_port_t* port, char* name, size_t name_len) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   Node& node = port_of(port).node();
   return pier_port_node_id_to_host_name(port, node.node_id(), name, name_len);
 }
 
 unsigned pier_port_num_send_tokens(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).send_tokens();
 }
 unsigned pier_port_num_receive_tokens(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).receive_tokens();
 }
 unsigned pier_port_send_tokens_held(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).send_tokens_held();
 }
 unsigned pier_port_receive_tokens_held(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).receive_tokens_held();
 }
 unsigned pier_port_min_size_for_length(uint64_t length) {
@@ -246,18 +257,22 @@ uint64_t pier_port_max_length_for_size(unsigned size) {
   return max_length_for_size(size);
 }
 uint64_t pier_port_fast_max(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).fast_max();
 }
 
 pier_port_status_t pier_port_set_acceptable_sizes(pier_port_t* port, unsigned priority,
                                                   uint64_t mask) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(port_of(port).set_acceptable_sizes(prio(priority), mask));
 }
 
 pier_port_status_t pier_port_register_memory(pier_port_t* port, void* ptr, size_t len) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(port_of(port).register_memory(ptr, len));
 }
 pier_port_status_t pier_port_deregister_memory(pier_port_t* port, void* ptr, size_t len) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(port_of(port).deregister_memory(ptr, len));
 }
 
@@ -265,6 +280,7 @@ pier_port_status_t pier_port_send_with_callback(pier_port_t* port, const void* m
                                                 unsigned size, uint64_t len, unsigned priority,
                                                 unsigned target_node_id, unsigned target_port_id,
                                                 pier_port_callback_t callback, void* context) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(impl_of(port).start(
       OpKind::send, Completion{nullptr, callback, context}, wire_priority(priority), target_node_id,
       target_port_id, static_cast<std::byte*>(const_cast<void*>(message)), 0, len, size));
@@ -275,6 +291,7 @@ pier_port_status_t pier_port_send_to_peer_with_callback(pier_port_t* port, const
                                                         unsigned priority, unsigned target_node_id,
                                                         pier_port_callback_t callback,
                                                         void* context) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return pier_port_send_with_callback(port, message, size, len, priority, target_node_id,
                                       port_of(port).id(), callback, context);
 }
@@ -283,6 +300,7 @@ pier_port_status_t pier_port_put(pier_port_t* port, const void* local, uint64_t 
                                  uint64_t len, unsigned priority, unsigned target_node_id,
                                  unsigned target_port_id, pier_port_callback_t callback,
                                  void* context) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(impl_of(port).start(
       OpKind::put, Completion{nullptr, callback, context}, wire_priority(priority), target_node_id,
       target_port_id, static_cast<std::byte*>(const_cast<void*>(local)), remote, len, 0));
@@ -292,6 +310,7 @@ pier_port_status_t pier_port_get(pier_port_t* port, uint64_t remote, void* local
                                  unsigned priority, unsigned target_node_id,
                                  unsigned target_port_id, pier_port_callback_t callback,
                                  void* context) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(impl_of(port).start(OpKind::get, Completion{nullptr, callback, context},
                                          wire_priority(priority), target_node_id, target_port_id,
                                          static_cast<std::byte*>(local), remote, len, 0));
@@ -300,6 +319,7 @@ pier_port_status_t pier_port_get(pier_port_t* port, uint64_t remote, void* local
 pier_port_status_t pier_port_resume_sending(pier_port_t* port, unsigned priority,
                                             unsigned target_node_id, unsigned target_port_id,
                                             pier_port_callback_t callback, void* context) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(impl_of(port).resume_or_drop(false, Completion{nullptr, callback, context},
                                                   wire_priority(priority), target_node_id,
                                                   target_port_id));
@@ -308,6 +328,7 @@ pier_port_status_t pier_port_resume_sending(pier_port_t* port, unsigned priority
 pier_port_status_t pier_port_drop_sends(pier_port_t* port, unsigned priority,
                                         unsigned target_node_id, unsigned target_port_id,
                                         pier_port_callback_t callback, void* context) {
+  if (port == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(impl_of(port).resume_or_drop(true, Completion{nullptr, callback, context},
                                                   wire_priority(priority), target_node_id,
                                                   target_port_id));
@@ -316,27 +337,32 @@ pier_port_status_t pier_port_drop_sends(pier_port_t* port, unsigned priority,
 pier_port_status_t pier_port_provide_receive_buffer_with_tag(pier_port_t* port, void* ptr,
                                                              unsigned size, unsigned priority,
                                                              unsigned tag) {
-  if (tag > 255) return PIER_PORT_INVALID_PARAMETER;
+  if (port == nullptr || tag > 255) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(port_of(port).provide_receive_buffer(ptr, size, prio(priority),
                                                           static_cast<std::uint8_t>(tag)));
 }
 
 const pier_port_event_t* pier_port_receive(pier_port_t* port) {
+  if (port == nullptr) return &no_event;
   return &port_of(port).receive();
 }
 const pier_port_event_t* pier_port_blocking_receive(pier_port_t* port, int timeout_ms) {
+  if (port == nullptr) return &no_event;
   return &port_of(port).blocking_receive(timeout_ms);
 }
 const pier_port_event_t* pier_port_blocking_receive_no_spin(pier_port_t* port, int timeout_ms) {
+  if (port == nullptr) return &no_event;
   return &port_of(port).blocking_receive_no_spin(timeout_ms);
 }
 void pier_port_unknown(pier_port_t* port, const pier_port_event_t* event) {
-  if (event) port_of(port).unknown(*event);
+  if (port != nullptr && event != nullptr) port_of(port).unknown(*event);
 }
 int pier_port_receive_pending(pier_port_t* port) {
+  if (port == nullptr) return 0;
   return port_of(port).receive_pending();
 }
 int pier_port_next_event_peek(pier_port_t* port, uint32_t* sender_node_id) {
+  if (port == nullptr) return PIER_PORT_NO_RECV_EVENT;
   return port_of(port).next_event_peek(sender_node_id);
 }
 void pier_port_memorize_message(void* message, void* buffer, uint64_t len) {
@@ -348,11 +374,11 @@ void pier_port_initialize_alarm(pier_port_alarm_t* alarm) {
 }
 pier_port_status_t pier_port_set_alarm(pier_port_t* port, pier_port_alarm_t* alarm, uint64_t usecs,
                                        void (*callback)(void* context), void* context) {
-  if (alarm == nullptr) return PIER_PORT_INVALID_PARAMETER;
+  if (port == nullptr || alarm == nullptr) return PIER_PORT_INVALID_PARAMETER;
   return to_c_status(port_of(port).set_alarm(*alarm, usecs, callback, context));
 }
 void pier_port_cancel_alarm(pier_port_t* port, pier_port_alarm_t* alarm) {
-  if (alarm) port_of(port).cancel_alarm(*alarm);
+  if (port != nullptr && alarm != nullptr) port_of(port).cancel_alarm(*alarm);
 }
 
 }  // extern "C"

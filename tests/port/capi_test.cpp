@@ -1,5 +1,6 @@
 // The C entry points of pier/port.h in one process: argument checks that a
-// cast used to defeat, and handles that outlive pier_port_finalize().
+// cast used to defeat, NULL port handles, and handles that outlive
+// pier_port_finalize().
 #include <gtest/gtest.h>
 #include <pier/port.h>
 
@@ -43,6 +44,52 @@ TEST(PortC, APortStillOpenAtFinalizeClosesSafely) {
   ASSERT_EQ(pier_port_open(&q, 3), PIER_PORT_SUCCESS);
   pier_port_close(q);
   pier_port_finalize();
+}
+
+/// A NULL port (an open that failed, say) is an invalid parameter, never a
+/// crash: calls that return a status say so, the others return 0 or no event.
+TEST(PortC, ANullPortIsAnInvalidParameter) {
+  std::uint64_t msg = 7;
+  unsigned node = 9;
+  char name[64];
+  pier_port_alarm_t alarm;
+  pier_port_initialize_alarm(&alarm);
+  constexpr auto invalid = PIER_PORT_INVALID_PARAMETER;
+  EXPECT_EQ(pier_port_get_node_id(nullptr, &node), invalid);
+  EXPECT_EQ(pier_port_max_node_id(nullptr, &node), invalid);
+  EXPECT_EQ(pier_port_node_id_to_host_name(nullptr, 0, name, sizeof name), invalid);
+  EXPECT_EQ(pier_port_host_name_to_node_id(nullptr, "localhost", &node), invalid);
+  EXPECT_EQ(pier_port_get_host_name(nullptr, name, sizeof name), invalid);
+  EXPECT_EQ(pier_port_set_acceptable_sizes(nullptr, 0, ~std::uint64_t{0}), invalid);
+  EXPECT_EQ(pier_port_register_memory(nullptr, &msg, sizeof msg), invalid);
+  EXPECT_EQ(pier_port_deregister_memory(nullptr, &msg, sizeof msg), invalid);
+  EXPECT_EQ(pier_port_send_with_callback(nullptr, &msg, 4, sizeof msg, 0, 0, 0, nullptr, nullptr),
+            invalid);
+  EXPECT_EQ(
+      pier_port_send_to_peer_with_callback(nullptr, &msg, 4, sizeof msg, 0, 0, nullptr, nullptr),
+      invalid);
+  EXPECT_EQ(pier_port_put(nullptr, &msg, 0, sizeof msg, 0, 0, 0, nullptr, nullptr), invalid);
+  EXPECT_EQ(pier_port_get(nullptr, 0, &msg, sizeof msg, 0, 0, 0, nullptr, nullptr), invalid);
+  EXPECT_EQ(pier_port_resume_sending(nullptr, 0, 0, 0, nullptr, nullptr), invalid);
+  EXPECT_EQ(pier_port_drop_sends(nullptr, 0, 0, 0, nullptr, nullptr), invalid);
+  EXPECT_EQ(pier_port_provide_receive_buffer_with_tag(nullptr, &msg, 4, 0, 0), invalid);
+  EXPECT_EQ(pier_port_set_alarm(nullptr, &alarm, 10, nullptr, nullptr), invalid);
+  EXPECT_EQ(pier_port_get_port_id(nullptr), 0u);
+  EXPECT_EQ(pier_port_global_id(nullptr), 0u);
+  EXPECT_EQ(pier_port_num_send_tokens(nullptr), 0u);
+  EXPECT_EQ(pier_port_num_receive_tokens(nullptr), 0u);
+  EXPECT_EQ(pier_port_send_tokens_held(nullptr), 0u);
+  EXPECT_EQ(pier_port_receive_tokens_held(nullptr), 0u);
+  EXPECT_EQ(pier_port_fast_max(nullptr), 0u);
+  EXPECT_EQ(pier_port_receive_pending(nullptr), 0);
+  EXPECT_EQ(pier_port_next_event_peek(nullptr, &node), PIER_PORT_NO_RECV_EVENT);
+  EXPECT_EQ(pier_port_receive(nullptr)->type, PIER_PORT_NO_RECV_EVENT);
+  EXPECT_EQ(pier_port_blocking_receive(nullptr, 1)->type, PIER_PORT_NO_RECV_EVENT);
+  EXPECT_EQ(pier_port_blocking_receive_no_spin(nullptr, 1)->type, PIER_PORT_NO_RECV_EVENT);
+  pier_port_event_t e{};
+  pier_port_unknown(nullptr, &e);
+  pier_port_cancel_alarm(nullptr, &alarm);
+  pier_port_close(nullptr);
 }
 
 }  // namespace
