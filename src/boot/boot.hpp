@@ -53,7 +53,8 @@ class Bootstrap {
   /// The back end for this process, connected and handshaken. Fails with
   /// version_mismatch, broken (cannot reach the launcher) or invalid_argument
   /// (inconsistent PIER_RUN_* variables, a session name that is not at most
-  /// 64 bytes of [a-z0-9_.-]); the log says why.
+  /// 64 bytes of [a-z0-9_.-]) or unsupported (a second session under PMI-1,
+  /// which gives a process one connection); the log says why.
   ///
   /// `session` names the exchange: a process may hold one Bootstrap per
   /// session at once (the Portals library and the port layer each bring up

@@ -71,9 +71,11 @@ bool env_number(const char* name, long long& out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
-/// Set while a PmiClient of this process holds PMI_FD. In the environment,
-/// not in a static: the Portals library and the port layer each carry their
-/// own copy of this code.
+/// "<pid>" while a PmiClient of this process holds PMI_FD, "<pid>:closed"
+/// once one closed it (PMI-1 gives a process one connection, and finalize
+/// ends the rank at the server). In the environment, not in a static: the
+/// Portals library and the port layer each carry their own copy of this
+/// code. Like every Bootstrap, opened from one thread at a time.
 constexpr const char* pmi_in_use = "PIER_PMI_CLIENT_PID";
 
 class PmiClient final : public Bootstrap {
@@ -87,7 +89,7 @@ class PmiClient final : public Bootstrap {
     if (!broken_ && initialised_)
       (void)call("finalize", {}, "finalize_ack", Clock::now() + std::chrono::seconds(2));
     ::close(fd_);
-    (void)::unsetenv(pmi_in_use);
+    (void)::setenv(pmi_in_use, (std::to_string(::getpid()) + ":closed").c_str(), 1);
   }
 
   std::string_view method() const noexcept override { return "pmi"; }
@@ -314,12 +316,20 @@ Result<std::unique_ptr<Bootstrap>> open_pmi(Deadline deadline) {
   // One PMI-1 connection per process, and one client on it: a second
   // (Portals and the ports side by side) would read the first one's answers
   // and finalize the rank for both.
-  if (const char* holder = std::getenv(pmi_in_use);
-      holder != nullptr && std::to_string(::getpid()) == holder) {
-    PIER_LOG(error, "boot",
-             "PMI-1 serves one pier API per process, and one already holds PMI_FD: use pier-run "
-             "or a PMIx launcher to run Portals and the ports in one process");
-    return Status::unsupported;
+  if (const char* holder = std::getenv(pmi_in_use); holder != nullptr) {
+    const std::string me = std::to_string(::getpid());
+    if (me == holder) {
+      PIER_LOG(error, "boot",
+               "PMI-1 serves one pier API per process, and one already holds PMI_FD: use "
+               "pier-run or a PMIx launcher to run Portals and the ports in one process");
+      return Status::unsupported;
+    }
+    if (me + ":closed" == holder) {
+      PIER_LOG(error, "boot",
+               "PMI-1 was finalized in this process already (PMI_FD is closed): one bootstrap "
+               "per process under PMI-1; use pier-run or a PMIx launcher for more");
+      return Status::unsupported;
+    }
   }
   const int sock = static_cast<int>(fd);
   if (::fcntl(sock, F_GETFD) < 0) {

@@ -149,6 +149,35 @@ TEST(PmiBackEndAgainstAScriptedServer, ASecondSessionInOneProcessIsRefusedClearl
   EXPECT_EQ(run_pair(client, standard_answer), Status::ok);
 }
 
+TEST(PmiBackEndAgainstAScriptedServer, NoSecondBootstrapAfterTheFirstFinalized) {
+  // The first client's finalize closed PMI_FD and ended the rank at the
+  // server: a later open says so instead of writing into whatever now holds
+  // that descriptor number.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(sv[0]);
+    ::setenv("PMI_FD", std::to_string(sv[1]).c_str(), 1);
+    ::setenv("PMI_RANK", "0", 1);
+    ::setenv("PMI_SIZE", "1", 1);
+    ::setenv("PIER_BOOT_METHOD", "pmi", 1);
+    ::unsetenv("PIER_RUN_SOCKET");
+    // The first client's init fails (the server end is closed): it closes
+    // the descriptor all the same.
+    auto first = Bootstrap::open("portals");
+    const int reused = ::dup(2);  // may take PMI_FD's number now
+    auto second = Bootstrap::open("port");
+    ::_exit(!first && !second && second.status() == Status::unsupported && reused >= 0 ? 0 : 1);
+  }
+  ::close(sv[1]);
+  ::close(sv[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST(PmiBackEndAgainstAScriptedServer, GarbageAnswerToInitIsMalformed) {
   auto server = [](const pmi::Command&) -> std::string { return "cmd=\n"; };
   EXPECT_EQ(run_pair([](Bootstrap&) { return Status::ok; }, server), Status::malformed);

@@ -149,9 +149,11 @@ TEST_F(ExchangeTest, SessionsAreNamedPlainlyAndBounded) {
   for (std::size_t i = 0; i < proto::max_sessions; ++i)
     hello(20 + static_cast<int>(i), 0, "0.1.0", 3, "s" + std::to_string(i));
   hello(99, 0, "0.1.0", 3, "one.too.many");
-  ASSERT_EQ(out.size(), proto::max_sessions + 1);
+  hello(98, 1, "0.1.0", 3, "one.too.many");  // the refusal left no session behind
+  ASSERT_EQ(out.size(), proto::max_sessions + 2);
   for (std::size_t i = 0; i < proto::max_sessions; ++i)
     EXPECT_EQ(type_of(out[i]), proto::Type::welcome) << i;
+  EXPECT_EQ(type_of(out[proto::max_sessions]), proto::Type::error);
   EXPECT_EQ(type_of(out.back()), proto::Type::error);
   // Pending fences of two sessions are both named.
   out.clear();

@@ -100,15 +100,7 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
            out);
     return;
   }
-  // One connection per rank and session; a bounded number of sessions
-  // (each holds a slot per rank).
-  if (!sessions_.contains(hello.session) && sessions_.size() >= proto::max_sessions) {
-    refuse(conn, proto::Refusal::bad_hello,
-           fmt::format("rank {} opens a session '{}' beyond the {} one job may have", hello.rank,
-                       hello.session, proto::max_sessions),
-           out);
-    return;
-  }
+  // One connection per rank and session.
   if (const auto& existing = sessions_.find(hello.session);
       existing != sessions_.end() && existing->second.ranks[hello.rank].ever_connected) {
     const RankState& was = existing->second.ranks[hello.rank];
@@ -130,6 +122,14 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
     refuse(conn, proto::Refusal::version_mismatch,
            fmt::format("rank {} (pid {}) runs pier {} but rank {} runs pier {}", hello.rank,
                        hello.pid, hello.library_version, first_rank_, first_version_),
+           out);
+    return;
+  }
+  // A bounded number of sessions (each holds a slot per rank).
+  if (!sessions_.contains(hello.session) && sessions_.size() >= proto::max_sessions) {
+    refuse(conn, proto::Refusal::bad_hello,
+           fmt::format("rank {} opens a session '{}' beyond the {} one job may have", hello.rank,
+                       hello.session, proto::max_sessions),
            out);
     return;
   }
