@@ -57,7 +57,10 @@ const core::Region* contiguous(const Buffer& b, std::size_t offset, std::size_t 
 
 void Lib::lib_parse(const core::Arrival& a) noexcept {
   flush_deferred();
-  auto h = wire::PortalsHeader::decode(a.header);
+  // The upper header's length tells the compact form from the full one.
+  auto h = a.header.size() == wire::PortalsHeader::compact_size
+               ? wire::PortalsHeader::decode_compact(a.header)
+               : wire::PortalsHeader::decode(a.header);
   if (!h) {
     PIER_LOG(warn, "lib", "malformed portals header from rank {}: {}", a.source,
              to_string(h.status()));
@@ -107,7 +110,9 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
                         const core::Region* region, std::size_t offset,
                         std::size_t length) noexcept {
   std::array<std::byte, wire::PortalsHeader::size> bytes{};
-  if (auto n = wire::encode(h, bytes); !n) return n.status();
+  const Result<std::size_t> n =
+      h.fits_compact() ? wire::encode_compact(h, bytes) : wire::encode(h, bytes);
+  if (!n) return n.status();
   core::SendArgs s;
   s.cookie = cookie;
   s.peer = peer;
@@ -116,7 +121,7 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
   // credit, and the reply that would free a state must not wait behind it.
   s.priority = wire::is_answer(h.op) ? 1 : 0;
   s.upper = wire::Upper::portals;
-  s.header = bytes;
+  s.header = std::span<const std::byte>(bytes).first(*n);
   s.region = region;
   s.offset = offset;
   s.length = length;

@@ -31,6 +31,12 @@ constexpr std::size_t off_operand_length = 80;
 constexpr std::size_t off_reserved = 84;
 constexpr std::size_t reserved_len = 4;
 static_assert(off_reserved + reserved_len == PortalsHeader::size);
+// The compact form: the first 40 bytes as above (up to match_bits), then
+// length and cookie.
+constexpr std::size_t compact_off_length = 40;
+constexpr std::size_t compact_off_cookie = 48;
+static_assert(compact_off_cookie + 8 == PortalsHeader::compact_size);
+static_assert(off_match_bits + 8 == compact_off_length);
 static_assert(PortalsHeader::size % 8 == 0, "keeps the payload after it 8-byte aligned");
 
 bool in_range(AtomicOp op, AtomicOp lo, AtomicOp hi) noexcept {
@@ -144,8 +150,10 @@ bool is_atomic(PortalsOp op) noexcept {
   return op == PortalsOp::atomic || op == PortalsOp::fetch_atomic || op == PortalsOp::swap;
 }
 
-Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept {
-  if (out.size() < PortalsHeader::size || !fields_valid(h)) return Status::invalid_argument;
+namespace {
+
+/// The fields both forms carry at the same offsets.
+void store_common(const PortalsHeader& h, std::span<std::byte> out) noexcept {
   store_u8(out, off_version, version);
   store_u8(out, off_op, static_cast<std::uint8_t>(h.op));
   store_u8(out, off_ack_request, static_cast<std::uint8_t>(h.ack_request));
@@ -161,6 +169,30 @@ Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noe
   store_u32(out, off_uid, h.uid);
   store_u32(out, off_pt_index, h.pt_index);
   store_u64(out, off_match_bits, h.match_bits);
+}
+
+void load_common(std::span<const std::byte> in, PortalsHeader& h) noexcept {
+  h.op = static_cast<PortalsOp>(load_u8(in, off_op));
+  h.ack_request = static_cast<AckRequest>(load_u8(in, off_ack_request));
+  h.matching = static_cast<Matching>(load_u8(in, off_matching));
+  h.addressing = static_cast<Addressing>(load_u8(in, off_addressing));
+  h.atomic_op = static_cast<AtomicOp>(load_u8(in, off_atomic_op));
+  h.atomic_type = static_cast<AtomicType>(load_u8(in, off_atomic_type));
+  h.ni_fail = static_cast<NiFail>(load_u8(in, off_ni_fail));
+  h.initiator_nid = load_u32(in, off_initiator_nid);
+  h.initiator_pid = load_u32(in, off_initiator_pid);
+  h.target_nid = load_u32(in, off_target_nid);
+  h.target_pid = load_u32(in, off_target_pid);
+  h.uid = load_u32(in, off_uid);
+  h.pt_index = load_u32(in, off_pt_index);
+  h.match_bits = load_u64(in, off_match_bits);
+}
+
+}  // namespace
+
+Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept {
+  if (out.size() < PortalsHeader::size || !fields_valid(h)) return Status::invalid_argument;
+  store_common(h, out);
   store_u64(out, off_hdr_data, h.hdr_data);
   store_u64(out, off_remote_offset, h.remote_offset);
   store_u64(out, off_length, h.length);
@@ -176,26 +208,34 @@ Result<PortalsHeader> PortalsHeader::decode(std::span<const std::byte> in) noexc
   if (load_u8(in, off_version) != version) return Status::version_mismatch;
   if (in.size() < size || !all_zero(in, off_reserved, reserved_len)) return Status::malformed;
   PortalsHeader h;
-  h.op = static_cast<PortalsOp>(load_u8(in, off_op));
-  h.ack_request = static_cast<AckRequest>(load_u8(in, off_ack_request));
-  h.matching = static_cast<Matching>(load_u8(in, off_matching));
-  h.addressing = static_cast<Addressing>(load_u8(in, off_addressing));
-  h.atomic_op = static_cast<AtomicOp>(load_u8(in, off_atomic_op));
-  h.atomic_type = static_cast<AtomicType>(load_u8(in, off_atomic_type));
-  h.ni_fail = static_cast<NiFail>(load_u8(in, off_ni_fail));
-  h.initiator_nid = load_u32(in, off_initiator_nid);
-  h.initiator_pid = load_u32(in, off_initiator_pid);
-  h.target_nid = load_u32(in, off_target_nid);
-  h.target_pid = load_u32(in, off_target_pid);
-  h.uid = load_u32(in, off_uid);
-  h.pt_index = load_u32(in, off_pt_index);
-  h.match_bits = load_u64(in, off_match_bits);
+  load_common(in, h);
   h.hdr_data = load_u64(in, off_hdr_data);
   h.remote_offset = load_u64(in, off_remote_offset);
   h.length = load_u64(in, off_length);
   h.mlength = load_u64(in, off_mlength);
   h.cookie = load_u64(in, off_cookie);
   h.operand_length = load_u32(in, off_operand_length);
+  if (!fields_valid(h)) return Status::malformed;
+  return h;
+}
+
+Result<std::size_t> encode_compact(const PortalsHeader& h, std::span<std::byte> out) noexcept {
+  if (out.size() < PortalsHeader::compact_size || !h.fits_compact() || !fields_valid(h))
+    return Status::invalid_argument;
+  store_common(h, out);
+  store_u64(out, compact_off_length, h.length);
+  store_u64(out, compact_off_cookie, h.cookie);
+  return PortalsHeader::compact_size;
+}
+
+Result<PortalsHeader> PortalsHeader::decode_compact(std::span<const std::byte> in) noexcept {
+  if (in.empty()) return Status::malformed;
+  if (load_u8(in, off_version) != version) return Status::version_mismatch;
+  if (in.size() != compact_size) return Status::malformed;
+  PortalsHeader h;
+  load_common(in, h);
+  h.length = load_u64(in, compact_off_length);
+  h.cookie = load_u64(in, compact_off_cookie);
   if (!fields_valid(h)) return Status::malformed;
   return h;
 }

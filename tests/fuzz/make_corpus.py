@@ -32,6 +32,8 @@ PUT = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 1, 1, 0, 1, 0, 0, 0, 0x0a
                   0x10000, 0, 0x8000000000000001, 0)
 CSWAP = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 5, 0, 1, 0, 12, 7, 0, 3, 0, 9, 0, 0, 0, 0x11,
                     0, 0x40, 8, 0, 0x99, 8)
+# The compact form: PUT's first 40 bytes (hdr_data and offset 0), length, cookie.
+COMPACT_PUT = PUT[:40] + struct.pack('<QQ', 0x10000, 0x8000000000000001)
 ACK_ANSWER = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 7, 0, 0, 1, 0, 0, 2, 1, 2, 3, 4, 0, 0, 0,
                          0, 0, 0x100, 0x80, 0x0102, 0)
 SEND = struct.pack('<BBBBHHI4xQQQ', VERSION, 1, 1, 12, 2, 0x0103, 4000, 0x0123456789abcdef, 0, 0)
@@ -47,7 +49,7 @@ CORPUS = {
     'fuzz_data': [DATA],
     'fuzz_ack': [ACK],
     'fuzz_driver_local': [struct.pack('<HxxI', 0x0a0b, 5)],
-    'fuzz_portals': [PUT, CSWAP, ACK_ANSWER],
+    'fuzz_portals': [PUT, CSWAP, ACK_ANSWER, COMPACT_PUT],
     # fuzz_port: a full header, or (first byte 0xc0) routing then a compact one.
     'fuzz_port': [SEND, GET, b'\xc0' + struct.pack('<BHHI', 1, 2, 3, 8) + COMPACT_SEND],
     # Two control bytes (head capacity / 4, fragmentation), then a stream.

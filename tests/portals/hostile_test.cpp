@@ -23,7 +23,9 @@ namespace {
 struct Raw final : core::Client {
   explicit Raw(core::Core& c) : core(c) {}
   void lib_parse(const core::Arrival& a) noexcept override {
-    auto h = wire::PortalsHeader::decode(a.header);
+    auto h = a.header.size() == wire::PortalsHeader::compact_size
+                 ? wire::PortalsHeader::decode_compact(a.header)
+                 : wire::PortalsHeader::decode(a.header);
     if (h) answers.push_back(*h);
     if (hold) {  // not taken: the sender's credit stays spent
       held.push_back(a.handle);

@@ -282,6 +282,60 @@ TEST(Golden, PortalsPut) {
   check_rejected_bytes<PortalsHeader>(put_bytes, {5, 6, 7, 64, 71, 80});  // not a put's fields
 }
 
+TEST(Golden, PortalsCompactPut) {
+  PortalsHeader h = golden_put();
+  h.hdr_data = 0;
+  h.remote_offset = 0;
+  ASSERT_TRUE(h.fits_compact());
+  // The full form's first 40 bytes, then length and cookie.
+  const Bytes golden = cat({
+      Bytes(put_bytes.begin(), put_bytes.begin() + 40),
+      bytes({0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00}),  // length
+      bytes({0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80}),  // cookie
+  });
+  ASSERT_EQ(golden.size(), PortalsHeader::compact_size);
+  Bytes out(PortalsHeader::compact_size + 3, std::byte{0xee});
+  auto n = encode_compact(h, out);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, PortalsHeader::compact_size);
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + 56), golden);
+  EXPECT_EQ(out[56], std::byte{0xee}) << "encode wrote past its size";
+  auto back = PortalsHeader::decode_compact(golden);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == h);
+  // Exactly its size: the length of the upper header is what tells the
+  // forms apart, so a compact header with bytes after it is not one.
+  for (std::size_t len = 1; len < golden.size(); ++len)
+    EXPECT_EQ(PortalsHeader::decode_compact(std::span(golden).first(len)).status(),
+              Status::malformed)
+        << len;
+  Bytes longer = golden;
+  longer.push_back(std::byte{0});
+  EXPECT_EQ(PortalsHeader::decode_compact(longer).status(), Status::malformed);
+  EXPECT_EQ(PortalsHeader::decode_compact({}).status(), Status::malformed);
+  Bytes other = golden;
+  other[0] = std::byte{0x01};
+  EXPECT_EQ(PortalsHeader::decode_compact(other).status(), Status::version_mismatch);
+  // The same field rules as the full form: no atomic fields on a put, no
+  // ni_fail on a request.
+  for (std::size_t at : {5u, 6u, 7u}) {
+    Bytes bad = golden;
+    bad[at] = std::byte{0x01};
+    EXPECT_EQ(PortalsHeader::decode_compact(bad).status(), Status::malformed) << at;
+  }
+  // What the compact form leaves out must be 0 to use it.
+  for (auto change :
+       {+[](PortalsHeader& x) { x.hdr_data = 1; }, +[](PortalsHeader& x) { x.remote_offset = 1; },
+        +[](PortalsHeader& x) { x.op = PortalsOp::ack, x.mlength = 1; }}) {
+    PortalsHeader wide = h;
+    change(wide);
+    EXPECT_FALSE(wide.fits_compact());
+    EXPECT_EQ(encode_compact(wide, out).status(), Status::invalid_argument);
+  }
+  Bytes small(PortalsHeader::compact_size - 1);
+  EXPECT_EQ(encode_compact(h, small).status(), Status::invalid_argument);
+}
+
 TEST(Golden, PortalsCompareAndSwap) {
   PortalsHeader h;
   h.op = PortalsOp::swap;
