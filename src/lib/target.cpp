@@ -57,10 +57,13 @@ const core::Region* contiguous(const Buffer& b, std::size_t offset, std::size_t 
 
 void Lib::lib_parse(const core::Arrival& a) noexcept {
   flush_deferred();
-  // The upper header's length tells the compact form from the full one.
-  auto h = a.header.size() == wire::PortalsHeader::compact_size
-               ? wire::PortalsHeader::decode_compact(a.header)
-               : wire::PortalsHeader::decode(a.header);
+  // The upper header's length tells the compact form from the full one;
+  // any other length (an rts carries whatever follows its own header) is
+  // malformed, not a full header with bytes ignored after it.
+  const std::size_t n = a.header.size();
+  auto h = n == wire::PortalsHeader::compact_size ? wire::PortalsHeader::decode_compact(a.header)
+           : n == wire::PortalsHeader::size       ? wire::PortalsHeader::decode(a.header)
+                                                  : Result<wire::PortalsHeader>(Status::malformed);
   if (!h) {
     PIER_LOG(warn, "lib", "malformed portals header from rank {}: {}", a.source,
              to_string(h.status()));

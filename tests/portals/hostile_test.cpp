@@ -26,7 +26,10 @@ struct Raw final : core::Client {
     auto h = a.header.size() == wire::PortalsHeader::compact_size
                  ? wire::PortalsHeader::decode_compact(a.header)
                  : wire::PortalsHeader::decode(a.header);
-    if (h) answers.push_back(*h);
+    if (h) {
+      answers.push_back(*h);
+      header_sizes.push_back(a.header.size());
+    }
     if (hold) {  // not taken: the sender's credit stays spent
       held.push_back(a.handle);
       return;
@@ -54,6 +57,7 @@ struct Raw final : core::Client {
   bool hold = false;  ///< answers are recorded but not taken
   std::vector<core::Incoming*> held;
   std::vector<wire::PortalsHeader> answers;
+  std::vector<std::size_t> header_sizes;     ///< of each answer's upper header
   std::vector<std::vector<std::byte>> data;  ///< per answer, with a sink
   std::array<std::byte, 64 * 16> sink_bytes{};
   core::Region sink{};
@@ -211,6 +215,37 @@ TEST_F(Hostile, LyingLengthsAndIndexesAreRefusedNotFatal) {
   EXPECT_EQ(answer_for(2).ni_fail, wire::NiFail::dropped);
   EXPECT_EQ(answer_for(3).ni_fail, wire::NiFail::ok);
   EXPECT_EQ(answer_for(3).mlength, 0u);
+  // The answers that fit the compact header travel in it (mlength 0), the
+  // others in the full one.
+  for (std::size_t i = 0; i < raw_->answers.size(); ++i)
+    EXPECT_EQ(raw_->header_sizes[i], raw_->answers[i].fits_compact()
+                                         ? wire::PortalsHeader::compact_size
+                                         : wire::PortalsHeader::size)
+        << i;
+  // Both forms were used: an answer with an mlength (64) or an offset
+  // cannot be compact, an empty one can.
+  const auto compact = std::count(raw_->header_sizes.begin(), raw_->header_sizes.end(),
+                                  wire::PortalsHeader::compact_size);
+  EXPECT_GE(compact, 1);
+  EXPECT_GE(static_cast<std::ptrdiff_t>(raw_->header_sizes.size()) - compact, 1);
+  EXPECT_TRUE(drained());
+}
+
+TEST_F(Hostile, AHeaderOfNeitherLengthIsRefused) {
+  // A full header with bytes after it, and a compact one cut short: neither
+  // is read in part. The LIB answers nothing and still serves what follows.
+  std::array<std::byte, wire::PortalsHeader::size> full{};
+  ASSERT_TRUE(wire::encode(put(8, 7), full));
+  std::array<std::byte, 60> shortened{};
+  std::copy_n(full.begin(), shortened.size(), shortened.begin());
+  ASSERT_TRUE(send_raw(shortened, 8));
+  std::array<std::byte, wire::PortalsHeader::compact_size> compact{};
+  ASSERT_TRUE(wire::encode_compact(put(8, 8), compact));
+  ASSERT_TRUE(send_raw(std::span(compact).first(48), 8));
+  send(put(8, 9), 8);
+  ASSERT_TRUE(answers(1));
+  EXPECT_EQ(raw_->answers.size(), 1u);
+  EXPECT_EQ(raw_->answers[0].cookie, 9u);
   EXPECT_TRUE(drained());
 }
 

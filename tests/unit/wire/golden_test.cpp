@@ -323,12 +323,26 @@ TEST(Golden, PortalsCompactPut) {
     bad[at] = std::byte{0x01};
     EXPECT_EQ(PortalsHeader::decode_compact(bad).status(), Status::malformed) << at;
   }
-  // What the compact form leaves out must be 0 to use it.
+  // What the compact form leaves out must be 0 to use it (each header
+  // below is one the full form encodes).
   for (auto change :
        {+[](PortalsHeader& x) { x.hdr_data = 1; }, +[](PortalsHeader& x) { x.remote_offset = 1; },
-        +[](PortalsHeader& x) { x.op = PortalsOp::ack, x.mlength = 1; }}) {
+        +[](PortalsHeader& x) {
+          x.op = PortalsOp::ack;
+          x.ack_request = AckRequest::none;
+          x.mlength = 1;
+        },
+        +[](PortalsHeader& x) {
+          x.op = PortalsOp::swap;
+          x.ack_request = AckRequest::none;
+          x.atomic_op = AtomicOp::cswap;
+          x.atomic_type = AtomicType::int64;
+          x.operand_length = 8;
+        }}) {
     PortalsHeader wide = h;
     change(wide);
+    Bytes full(PortalsHeader::size);
+    EXPECT_TRUE(encode(wide, full).has_value());
     EXPECT_FALSE(wide.fits_compact());
     EXPECT_EQ(encode_compact(wide, out).status(), Status::invalid_argument);
   }
