@@ -200,7 +200,9 @@ class Context {
   /// wait_any() split in two, for a caller that sleeps on several contexts
   /// with one poll(): wait_arm() appends the descriptors to watch for
   /// POLLIN and prepares the context so that a small-track packet arriving
-  /// after it, or a cancel_any(), makes one of them readable. ok: armed,
+  /// after it, or a cancel_any(), makes one of them readable; with
+  /// `incoming`, so does a peer's new connection (the core sleeps long on
+  /// these when it has nothing under way). ok: armed,
   /// nothing is ready, the caller may sleep. in_progress: a packet is (or
   /// may be) ready already, or cancel_any() came: do not sleep. Either way
   /// wait_disarm() follows, once the caller's sleep ended or was skipped;

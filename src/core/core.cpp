@@ -58,6 +58,11 @@ inline const config::IntKey gap_key{
     "CORE_GAP_LIMIT_MS", 5000, 1, 3'600'000,
     "a hole in a peer's packet sequence older than this fails the peer (lost packet)"};
 
+inline const config::IntKey idle_sleep_key{
+    "CORE_IDLE_SLEEP_MS", 50, 1, 60'000,
+    "longest sleep of a wait while nothing is under way, when the drivers' descriptors announce "
+    "every arrival and connection (else 1 ms)"};
+
 namespace {
 constexpr std::size_t default_eager = std::size_t{32} * 1024;
 constexpr std::size_t max_auto_eager = std::size_t{256} * 1024;
@@ -77,6 +82,7 @@ Settings Settings::from_config() {
   s.recv_msgs = static_cast<std::uint32_t>(recv_msgs_key.get());
   s.spin_us = static_cast<std::uint32_t>(spin_key.get());
   s.gap_limit_ms = static_cast<std::uint32_t>(gap_key.get());
+  s.idle_sleep_ms = static_cast<std::uint32_t>(idle_sleep_key.get());
   return s;
 }
 
@@ -262,8 +268,11 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
   polled_.reserve(std::size_t{size_} * max_rails);
   dirty_.reserve(size_);
   sleep_set_.reserve(drivers_.size());
+  idle_set_.reserve(drivers_.size());
   // shm lists a descriptor per small instance, the others one or two.
-  sleep_fds_.reserve(std::size_t{size_} * max_rails + 2 * drivers_.size() + 1);
+  // Per context a cancel descriptor, a listener and a few connections
+  // still in their handshake, besides one per rail.
+  sleep_fds_.reserve(std::size_t{size_} * max_rails + 8 * drivers_.size() + 1);
   failed_peers_.reserve(size_);
   credit_threshold_ = std::max<std::uint32_t>(1, settings_.credits / 2);
   for (Rank r = 0; r < size_; ++r) {
@@ -297,6 +306,7 @@ Status Core::Impl::connect(std::span<const std::vector<std::byte>> addresses,
   for (const DriverSlot& d : drivers_)
     if (d.props.caps.incoming && !settings_.eager_connect)
       incoming_contexts_.push_back(d.context.get());
+  rebuild_idle_set();
   for (auto& g : gates_) {
     if (g->state != GateState::idle) continue;
     const bool on_demand = !settings_.eager_connect && g->peer != rank_ &&

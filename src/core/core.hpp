@@ -122,6 +122,9 @@ struct Stats {
   /// rails in more than one context, each offering wait_fds).
   std::uint64_t sleeps_on_all = 0;
   std::uint64_t sleeps_on_all_woken = 0;  ///< of those, ended by a descriptor, not the clock
+  /// Of those, sleeps of an idle core, up to CORE_IDLE_SLEEP_MS, on every
+  /// context that carries a remote rail or takes connections.
+  std::uint64_t idle_sleeps = 0;
   std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
 };
 
@@ -145,6 +148,7 @@ struct Settings {
   std::uint32_t send_msgs = 0, recv_msgs = 0;
   std::uint32_t spin_us = 0;
   std::uint32_t gap_limit_ms = 0;
+  std::uint32_t idle_sleep_ms = 0;  ///< longest sleep of a core with nothing under way
   /// Upper header + payload bytes that go eager to a peer with the same
   /// settings and drivers over the driver with the largest limit (set by
   /// Core::create; gate_info(peer).eager_limit for one peer); larger sends

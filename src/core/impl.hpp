@@ -207,7 +207,18 @@ class Core::Impl {
   /// (unsupported: ofi without a queue descriptor): sleeps go back to one
   /// context.
   bool sleep_set_ok_ = true;
-  bool sleep_on_all(driver::Clock::time_point until) noexcept;
+  /// Arms every context of `set`, then one ppoll over their descriptors
+  /// until `until`; false when one refused (`ok` cleared when it never can).
+  bool sleep_on_all(const std::vector<int>& set, bool& ok,
+                    driver::Clock::time_point until) noexcept;
+  /// An idle core sleeps longer (CORE_IDLE_SLEEP_MS) on every context that
+  /// carries a remote rail or takes incoming connections, when each offers
+  /// wait_fds: their descriptors then announce whatever could give it work.
+  std::vector<int> idle_set_;
+  bool idle_set_ok_ = false;
+  void rebuild_idle_set() noexcept;
+  /// Nothing under way that a driver's descriptor would not announce.
+  bool idle_now() const noexcept;
   /// Gates with work besides receiving; the rest are visited every 64th pass.
   std::vector<Gate*> dirty_;            ///< capacity reserved at connect()
   std::uint32_t credit_threshold_ = 1;  ///< owed credits that warrant a credit packet

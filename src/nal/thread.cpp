@@ -45,6 +45,7 @@ ProgressThread::ProgressThread(core::Core& core, Lib& lib, std::size_t queue_dep
 
 ProgressThread::~ProgressThread() {
   stop_.store(true, std::memory_order_release);
+  core_.wake();  // an idle thread sleeps up to CORE_IDLE_SLEEP_MS
   if (thread_.joinable()) thread_.join();
 }
 
@@ -84,6 +85,10 @@ void ProgressThread::drain() noexcept {
 }
 
 void ProgressThread::run() noexcept {
+  // After a turn in which nothing happened the next one sleeps at once: a
+  // spin at the start of every turn kept an idle process busy 2.5% of the
+  // time (50 us every 2 ms).
+  bool quiet = false;
   for (;;) {
     // A caller drives the core in wait(): stay out of its way (on a 2-core
     // machine a second spinning thread halves its speed), but keep an ear
@@ -104,10 +109,24 @@ void ProgressThread::run() noexcept {
       (void)core_.progress();
       // Idle: sleep in the drivers (a packet wakes it), until a request,
       // a stop or a waiting caller (forward() and wait() call wake()).
-      if (!interrupted() && waiters_.load(std::memory_order_acquire) == 0 && core_.pending() == 0)
-        (void)core_.wait(
-            [this] { return interrupted() || waiters_.load(std::memory_order_acquire) != 0; },
-            base::Deadline::after_ms(2));
+      const auto woken = [this] {
+        return interrupted() || waiters_.load(std::memory_order_acquire) != 0;
+      };
+      // Quiet: the turn ended by its clock, with no arrival and no finalize.
+      const auto activity = [this] {
+        const core::Stats st = core_.stats();
+        return st.eager_received + st.rdv_received + st.finalized;
+      };
+      const std::uint64_t before = activity();
+      if (woken() || core_.pending() != 0) {
+        quiet = false;
+      } else if (quiet) {
+        quiet = core_.wait_sleeping(woken, base::Deadline::after_ms(100)) == Status::timeout &&
+                activity() == before;
+      } else {
+        quiet = core_.wait(woken, base::Deadline::after_ms(2)) == Status::timeout &&
+                activity() == before;
+      }
     }
     core_.leave_critical();
     if (done) break;

@@ -403,6 +403,19 @@ Status ShmContext::wait_arm(std::vector<::pollfd>& fds) {
   watch_all(fds);
   (void)heavy_fence();  // as in wait_any: the senders' half may be a plain store
   if (canceled_.load()) return Status::in_progress;
+  {
+    // A caller may sleep long on these descriptors (an idle core), so a
+    // connection must end the sleep too: the listener, and the accepted
+    // sockets whose hello has not come. A hello read but not reported by
+    // incoming() yet is work already here.
+    std::lock_guard lock(mutex_);
+    if (!asked_.empty()) return Status::in_progress;
+    fds.push_back({listen_.get(), POLLIN, 0});
+    for (const Pending& p : pending_) {
+      if (p.has_hello && !p.reported) return Status::in_progress;
+      if (!p.has_hello) fds.push_back({p.sock.get(), POLLIN, 0});
+    }
+  }
   driver::Instance* ready = nullptr;
   return probe_any(&ready) == Status::in_progress ? Status::ok : Status::in_progress;
 }

@@ -476,6 +476,15 @@ Status TcpContext::wait_arm(std::vector<::pollfd>& fds) {
   const Status s = probe_once(&ready, false, driver::Clock::now(), nullptr);
   if (s == Status::ok) return Status::in_progress;
   if (s != Status::in_progress) return s;
+  {
+    // A connection whose handshake ended (in that probe, say) waits for
+    // incoming() to report it, and no descriptor says so: a caller that may
+    // sleep long (an idle core) must not.
+    std::lock_guard lock(mutex_);
+    if (!asked_.empty()) return Status::in_progress;
+    for (const Parked& p : parked_)
+      if (!p.reported) return Status::in_progress;
+  }
   fds.push_back({epoll_fd_, POLLIN, 0});
   return Status::ok;
 }

@@ -117,7 +117,9 @@ TEST(Interface, FirstSendToOneselfArrives) {
 
 // A peer's rails in two driver contexts (shm+tcp): a waiting core sleeps on
 // the descriptors of both at once, and a message that comes meanwhile ends
-// the wait. With its rails in one context (shm) it sleeps in that one.
+// the wait. With nothing under way the sleep is an idle one (on every
+// context with rails or connections, up to CORE_IDLE_SLEEP_MS), with rails
+// in one context (shm) as well; the arrival ends it all the same.
 TEST(Interface, ASleepWatchesEveryContextThatCarriesRails) {
   for (const std::string drivers : {"shm+tcp", "shm"}) {
     SCOPED_TRACE(drivers);
@@ -150,15 +152,42 @@ TEST(Interface, ASleepWatchesEveryContextThatCarriesRails) {
     const std::uint64_t slept = after.sleeps_on_all - before.sleeps_on_all;
     // Woken by a descriptor (the arrival), not at the end of a 1 ms slice.
     const std::uint64_t woken = after.sleeps_on_all_woken - before.sleeps_on_all_woken;
-    if (drivers == "shm") {
-      EXPECT_EQ(slept, 0u);
-    } else {
-      EXPECT_GT(slept, 0u);
-      EXPECT_GT(woken, 0u);
-      // About 50 sleeps of at most 1 ms each: a descriptor that stayed
-      // readable (a busy loop) would count thousands.
-      EXPECT_LT(slept, 2000u);
-    }
+    const std::uint64_t idle = after.idle_sleeps - before.idle_sleeps;
+    EXPECT_GT(idle, 0u);
+    EXPECT_GT(slept, 0u);
+    EXPECT_GT(woken, 0u);
+    // A few sleeps of up to 50 ms: a descriptor that stayed readable (a
+    // busy loop) would count thousands.
+    EXPECT_LT(slept, 2000u);
+  }
+}
+
+// An idle core sleeps on the listeners too: a peer's first message, which
+// opens the connection, ends the sleep. With a one-minute idle sleep and a
+// 20 s deadline, a sleep the connection did not end fails the wait.
+TEST(Interface, AFirstConnectionEndsAnIdleSleep) {
+  config::ScopedSet long_sleep{"CORE_IDLE_SLEEP_MS", "60000"};
+  for (const std::string drivers : {"shm", "tcp"}) {
+    SCOPED_TRACE(drivers);
+    Cluster c(2, drivers);
+    ASSERT_EQ(c.status, Status::ok);
+    Recorder& target = *c.clients[1];
+    const Stats before = c.cores[1]->stats();
+    Status waited = Status::internal;
+    std::thread waiter([&] {
+      waited = c.cores[1]->wait_sleeping([&] { return target.parsed.size() == 1; },
+                                         base::Deadline::after_ms(20000));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<std::byte> first(8, std::byte{1});
+    const Status sent = c.send(0, 1, first, reinterpret_cast<void*>(1));
+    const auto deadline = base::Deadline::after_ms(20000);
+    while (sent == Status::ok && c.clients[0]->finalized.empty() && !deadline.expired())
+      (void)c.cores[0]->progress();
+    waiter.join();
+    EXPECT_EQ(sent, Status::ok);
+    EXPECT_EQ(waited, Status::ok);
+    EXPECT_GT(c.cores[1]->stats().idle_sleeps - before.idle_sleeps, 0u);
   }
 }
 
