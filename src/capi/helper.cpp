@@ -13,6 +13,11 @@ inline const config::IntKey helper_sleep_key{
     "longest sleep of the helper thread between two polls of an idle core: the worst delay a "
     "target that makes no pier call adds to an incoming put, get or atomic"};
 
+inline const config::IntKey helper_deep_key{
+    "CAPI_HELPER_DEEP_MS", 20, 0, 3'600'000,
+    "after this long with no application call and nothing under way, the helper sleeps in the "
+    "core (an arrival wakes it; the next call wakes it and waits for it, once); 0: never"};
+
 inline const config::IntKey helper_aside_key{
     "CAPI_HELPER_ASIDE_US", 2000, 1, 1'000'000,
     "sleep of the helper thread while an application thread waits in pier (and drives the core "
@@ -30,6 +35,8 @@ Helper::~Helper() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
+  stopping_.store(true, std::memory_order_release);
+  core_.wake();  // out of a sleep in the core
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
@@ -44,6 +51,7 @@ bool Helper::poll_once() noexcept {
   const bool own_work = work(core_.stats()) != before;
   const std::size_t pending = core_.pending();
   core_.leave_critical();
+  last_pending_ = pending;
   polls_.fetch_add(1, std::memory_order_relaxed);
   // Transfers under way while the application makes no call (a large put
   // landing while it computes) need the helper's pace; while it makes
@@ -54,12 +62,31 @@ bool Helper::poll_once() noexcept {
   return own_work || (pending > 0 && app_idle);
 }
 
+void Helper::sleep_in_core() noexcept {
+  const std::uint64_t calls = seen_calls_;
+  const auto woken = [&] {
+    return stopping_.load(std::memory_order_acquire) || core_.contended_urgently() ||
+           app_calls_() != calls || app_waiting_() || core_.pending() != 0;
+  };
+  core_.enter_critical();
+  if (!woken()) {
+    deep_.fetch_add(1, std::memory_order_relaxed);
+    (void)core_.wait_sleeping(woken, base::Deadline::after_ms(100));
+  }
+  last_pending_ = core_.pending();
+  core_.leave_critical();
+  // A caller asked for the lock: let it in before our next poll.
+  for (int i = 0; i < 1000 && core_.contended(); ++i) std::this_thread::yield();
+}
+
 void Helper::run() noexcept {
   // The helper's polls never cut an application thread's waiting turn short.
   (void)core::Core::set_patient(true);
   const std::int64_t max_ns = std::int64_t{helper_sleep_key.get()} * 1000;
   const std::int64_t aside_ns = std::int64_t{helper_aside_key.get()} * 1000;
+  const std::int64_t deep_ns = std::int64_t{helper_deep_key.get()} * 1'000'000;
   std::int64_t sleep_ns = 1000;
+  std::int64_t quiet_ns = 0;  // since the last work, call or wait seen
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (app_waiting_()) {
@@ -67,13 +94,26 @@ void Helper::run() noexcept {
       // critical section (and on a shared core, the CPU) from it. Every
       // wake costs that thread a context switch, so look back rarely.
       sleep_ns = aside_ns;
+      quiet_ns = 0;
+    } else if (deep_ns > 0 && quiet_ns >= deep_ns) {
+      lock.unlock();
+      sleep_in_core();
+      lock.lock();
+      const std::uint64_t calls = app_calls_();
+      if (calls != seen_calls_ || last_pending_ != 0) quiet_ns = 0;
+      seen_calls_ = calls;
+      sleep_ns = 1000;
+      continue;
     } else {
       lock.unlock();
+      const std::uint64_t calls = seen_calls_;
       bool found = poll_once();
       lock.lock();
       // Work comes in bursts: after some, poll again soon; when idle, back
       // off to the bound, so an idle process costs almost nothing.
       sleep_ns = found ? 1000 : std::min(sleep_ns * 2, max_ns);
+      const bool quiet = !found && seen_calls_ == calls && last_pending_ == 0;
+      quiet_ns = quiet ? quiet_ns + sleep_ns : 0;
     }
     cv_.wait_for(lock, std::chrono::nanoseconds(sleep_ns), [&] { return stop_; });
   }
