@@ -62,11 +62,13 @@ bool Helper::poll_once() noexcept {
   return own_work || (pending > 0 && app_idle);
 }
 
-void Helper::sleep_in_core() noexcept {
+bool Helper::sleep_in_core() noexcept {
   const std::uint64_t calls = seen_calls_;
+  const auto by_app = [&] {
+    return core_.contended_urgently() || app_calls_() != calls || app_waiting_();
+  };
   const auto woken = [&] {
-    return stopping_.load(std::memory_order_acquire) || core_.contended_urgently() ||
-           app_calls_() != calls || app_waiting_() || core_.pending() != 0;
+    return stopping_.load(std::memory_order_acquire) || by_app() || core_.pending() != 0;
   };
   core_.enter_critical();
   if (!woken()) {
@@ -74,9 +76,11 @@ void Helper::sleep_in_core() noexcept {
     (void)core_.wait_sleeping(woken, base::Deadline::after_ms(100));
   }
   last_pending_ = core_.pending();
+  const bool app = by_app();
   core_.leave_critical();
   // A caller asked for the lock: let it in before our next poll.
   for (int i = 0; i < 1000 && core_.contended(); ++i) std::this_thread::yield();
+  return app;
 }
 
 void Helper::run() noexcept {
@@ -97,10 +101,13 @@ void Helper::run() noexcept {
       quiet_ns = 0;
     } else if (deep_ns > 0 && quiet_ns >= deep_ns) {
       lock.unlock();
-      sleep_in_core();
+      // The application woke it (a call, even one that counts no call, such
+      // as PtlCTGet): poll again for a quiet spell before the next sleep, or
+      // every such call would wake it anew.
+      const bool app = sleep_in_core();
       lock.lock();
       const std::uint64_t calls = app_calls_();
-      if (calls != seen_calls_ || last_pending_ != 0) quiet_ns = 0;
+      if (app || calls != seen_calls_ || last_pending_ != 0) quiet_ns = 0;
       seen_calls_ = calls;
       sleep_ns = 1000;
       continue;

@@ -50,8 +50,9 @@ class Helper {
   void run() noexcept;
   /// One poll under the critical section; true when it found work.
   bool poll_once() noexcept;
-  /// Sleeps in the core while nothing happens and nobody calls.
-  void sleep_in_core() noexcept;
+  /// Sleeps in the core while nothing happens and nobody calls; true when
+  /// the application ended the sleep.
+  bool sleep_in_core() noexcept;
 
   core::Core& core_;
   bool (*app_waiting_)() noexcept;

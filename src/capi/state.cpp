@@ -187,6 +187,10 @@ int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
 
 void wait_enter() noexcept {
   wait_state.fetch_add(one_waiter, std::memory_order_acq_rel);
+  // A helper asleep in the core learns of the waiter now (a waiter's later
+  // looks are patient and wake nobody), not when its sleep ends.
+  Pin pin;
+  if (State* s = pin.get()) s->core->wake();
 }
 
 void wait_exit() noexcept {
@@ -219,7 +223,10 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
   // an event bumps the notifier, a caller's enter_critical wakes it), so a
   // waiter that has seen nothing for a whole turn takes longer ones: at
   // 1 ms an idle PtlEQWait cost 3% of a core in wake-ups.
-  const std::int64_t turn_ns = spin ? 1'000'000 : 50'000'000;
+  // Not with another waiter: waiters take the lock patiently (they wake
+  // nobody), so the other would wait out our whole turn for its own look.
+  const bool alone = wait_state.load(std::memory_order_acquire) < 2 * one_waiter;
+  const std::int64_t turn_ns = spin || !alone ? 1'000'000 : 50'000'000;
   lib::Notifier& n = s.lib->notifier();
   s.core->enter_critical();
   // While transfers are under way, spin: the drivers' waits do not wake for
@@ -244,6 +251,7 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
 }
 
 void poll() noexcept {
+  api_calls.store(api_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   Pin pin;
   if (State* s = pin.get()) (void)s->api->poll();
 }

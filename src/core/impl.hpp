@@ -216,6 +216,7 @@ class Core::Impl {
   /// wait_fds: their descriptors then announce whatever could give it work.
   std::vector<int> idle_set_;
   bool idle_set_ok_ = false;
+  bool idle_set_refused_ = false;         ///< a context of it answered unsupported
   std::uint64_t idle_activity_ = 0;       ///< arrivals + finalizes when the idle spell began
   driver::Clock::time_point idle_since_;  ///< when it began
   void rebuild_idle_set() noexcept;

@@ -237,7 +237,14 @@ void Core::Impl::rebuild_polled() noexcept {
 
 void Core::Impl::rebuild_idle_set() noexcept {
   idle_set_.clear();
-  idle_set_ok_ = settings_.idle_sleep_ms > 1;
+  idle_set_ok_ = settings_.idle_sleep_ms > 1 && !idle_set_refused_;
+  // The loopback gate's packets come from this process, whose other threads
+  // wake() a sleep; but a wrapper that holds them back (fault:self) lets
+  // them go later with no descriptor to say so.
+  for (auto& gp : gates_)
+    if (gp->peer == rank_ && gp->active && gp->state != GateState::failed)
+      for (const Rail& r : gp->rails)
+        if (!r.props.caps.wait_fds && r.spec != "self") idle_set_ok_ = false;
   for (std::size_t i = 0; i < drivers_.size(); ++i) {
     driver::Context* ctx = drivers_[i].context.get();
     bool wanted = std::find(incoming_contexts_.begin(), incoming_contexts_.end(), ctx) !=
@@ -255,8 +262,6 @@ void Core::Impl::rebuild_idle_set() noexcept {
 }
 
 bool Core::Impl::idle_now() const noexcept {
-  // The loopback gate needs no descriptor: its packets come from this
-  // process, whose other threads wake() a sleep.
   if (completion_count_ != 0 || !failed_peers_.empty() || polled_stale_ || room_owed_ ||
       sends_.outstanding() != 0 || recvs_.outstanding() != 0)
     return false;
@@ -355,8 +360,11 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
   };
   // Remote rails in several contexts: all of them at once, where they can.
   if (idle) {
-    ++stats_.idle_sleeps;
-    if (sleep_on_all(idle_set_, idle_set_ok_, until)) return slept();
+    if (sleep_on_all(idle_set_, idle_set_ok_, until)) {
+      ++stats_.idle_sleeps;
+      return slept();
+    }
+    idle_set_refused_ = !idle_set_ok_;  // unsupported: for good
     until = std::min(deadline.time_point(), now + std::chrono::milliseconds(1));
   }
   if (sleep_slot_ < 0 && !sleep_set_.empty() && sleep_set_ok_ &&

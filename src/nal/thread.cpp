@@ -110,7 +110,8 @@ void ProgressThread::run() noexcept {
       // Idle: sleep in the drivers (a packet wakes it), until a request,
       // a stop or a waiting caller (forward() and wait() call wake()).
       const auto woken = [this] {
-        return interrupted() || waiters_.load(std::memory_order_acquire) != 0;
+        return interrupted() || waiters_.load(std::memory_order_acquire) != 0 ||
+               core_.contended_urgently();
       };
       // Quiet: the turn ended by its clock, with no arrival and no finalize.
       const auto activity = [this] {

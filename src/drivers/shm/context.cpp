@@ -408,7 +408,10 @@ Status ShmContext::wait_arm(std::vector<::pollfd>& fds) {
     // connection must end the sleep too: the listener, and the accepted
     // sockets whose hello has not come. A hello read but not reported by
     // incoming() yet is work already here.
+    // Only on demand: otherwise nobody calls incoming(), and a stray
+    // connection would keep every sleep from starting.
     std::lock_guard lock(mutex_);
+    if (!settings_.on_demand) return probe_ready();
     if (!asked_.empty()) return Status::in_progress;
     fds.push_back({listen_.get(), POLLIN, 0});
     for (const Pending& p : pending_) {
@@ -416,6 +419,10 @@ Status ShmContext::wait_arm(std::vector<::pollfd>& fds) {
       if (!p.has_hello) fds.push_back({p.sock.get(), POLLIN, 0});
     }
   }
+  return probe_ready();
+}
+
+Status ShmContext::probe_ready() {
   driver::Instance* ready = nullptr;
   return probe_any(&ready) == Status::in_progress ? Status::ok : Status::in_progress;
 }

@@ -480,10 +480,11 @@ Status TcpContext::wait_arm(std::vector<::pollfd>& fds) {
     // A connection whose handshake ended (in that probe, say) waits for
     // incoming() to report it, and no descriptor says so: a caller that may
     // sleep long (an idle core) must not.
+    // Only on demand: otherwise nobody calls incoming().
     std::lock_guard lock(mutex_);
-    if (!asked_.empty()) return Status::in_progress;
+    if (on_demand_ && !asked_.empty()) return Status::in_progress;
     for (const Parked& p : parked_)
-      if (!p.reported) return Status::in_progress;
+      if (on_demand_ && !p.reported) return Status::in_progress;
   }
   fds.push_back({epoll_fd_, POLLIN, 0});
   return Status::ok;

@@ -117,48 +117,64 @@ TEST(Interface, FirstSendToOneselfArrives) {
 
 // A peer's rails in two driver contexts (shm+tcp): a waiting core sleeps on
 // the descriptors of both at once, and a message that comes meanwhile ends
-// the wait. With nothing under way the sleep is an idle one (on every
-// context with rails or connections, up to CORE_IDLE_SLEEP_MS), with rails
-// in one context (shm) as well; the arrival ends it all the same.
+// the wait. With its rails in one context (shm) it sleeps in that one.
+// Both with the idle sleep off (CORE_IDLE_SLEEP_MS=1: 1 ms sleeps) and on
+// (the waiter is idle 200 ms before the message: after 10 ms its sleeps are
+// idle ones, on every context with rails or connections, up to 50 ms).
 TEST(Interface, ASleepWatchesEveryContextThatCarriesRails) {
-  for (const std::string drivers : {"shm+tcp", "shm"}) {
-    SCOPED_TRACE(drivers);
-    Cluster c(2, drivers);
-    ASSERT_EQ(c.status, Status::ok);
-    std::vector<std::byte> first(8, std::byte{1}), second(8, std::byte{2});
-    ASSERT_EQ(c.send(0, 1, first, reinterpret_cast<void*>(1)), Status::ok);
-    ASSERT_TRUE(c.run_until(
-        [&] { return c.clients[1]->parsed.size() == 1 && c.clients[0]->finalized.size() == 1; }));
-    auto info = c.cores[1]->gate_info(0);
-    ASSERT_TRUE(info);
-    ASSERT_EQ(info->rails.size(), drivers == "shm" ? 1u : 2u);
-    Recorder& target = *c.clients[1];
-    const Stats before = c.cores[1]->stats();
-    Status waited = Status::internal;
-    // Only the waiter drives core 1, and only this thread core 0.
-    std::thread waiter([&] {
-      waited = c.cores[1]->wait_sleeping([&] { return target.parsed.size() == 2; },
-                                         base::Deadline::after_ms(20000));
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const Status sent = c.send(0, 1, second, reinterpret_cast<void*>(2));
-    const auto deadline = base::Deadline::after_ms(20000);
-    while (sent == Status::ok && c.clients[0]->finalized.size() < 2 && !deadline.expired())
-      (void)c.cores[0]->progress();
-    waiter.join();
-    EXPECT_EQ(sent, Status::ok);
-    EXPECT_EQ(waited, Status::ok);
-    const Stats after = c.cores[1]->stats();
-    const std::uint64_t slept = after.sleeps_on_all - before.sleeps_on_all;
-    // Woken by a descriptor (the arrival), not at the end of a 1 ms slice.
-    const std::uint64_t woken = after.sleeps_on_all_woken - before.sleeps_on_all_woken;
-    const std::uint64_t idle = after.idle_sleeps - before.idle_sleeps;
-    EXPECT_GT(idle, 0u);
-    EXPECT_GT(slept, 0u);
-    EXPECT_GT(woken, 0u);
-    // A few sleeps of up to 50 ms: a descriptor that stayed readable (a
-    // busy loop) would count thousands.
-    EXPECT_LT(slept, 2000u);
+  for (const char* idle_ms : {"1", "50"}) {
+    config::ScopedSet idle_sleep{"CORE_IDLE_SLEEP_MS", idle_ms};
+    const bool idle_on = std::string(idle_ms) != "1";
+    for (const std::string drivers : {"shm+tcp", "shm"}) {
+      SCOPED_TRACE(drivers + " idle " + idle_ms);
+      Cluster c(2, drivers);
+      ASSERT_EQ(c.status, Status::ok);
+      std::vector<std::byte> first(8, std::byte{1}), second(8, std::byte{2});
+      ASSERT_EQ(c.send(0, 1, first, reinterpret_cast<void*>(1)), Status::ok);
+      ASSERT_TRUE(c.run_until(
+          [&] { return c.clients[1]->parsed.size() == 1 && c.clients[0]->finalized.size() == 1; }));
+      auto info = c.cores[1]->gate_info(0);
+      ASSERT_TRUE(info);
+      ASSERT_EQ(info->rails.size(), drivers == "shm" ? 1u : 2u);
+      Recorder& target = *c.clients[1];
+      const Stats before = c.cores[1]->stats();
+      Status waited = Status::internal;
+      // Only the waiter drives core 1, and only this thread core 0.
+      std::thread waiter([&] {
+        waited = c.cores[1]->wait_sleeping([&] { return target.parsed.size() == 2; },
+                                           base::Deadline::after_ms(20000));
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(idle_on ? 200 : 50));
+      const Status sent = c.send(0, 1, second, reinterpret_cast<void*>(2));
+      const auto deadline = base::Deadline::after_ms(20000);
+      while (sent == Status::ok && c.clients[0]->finalized.size() < 2 && !deadline.expired())
+        (void)c.cores[0]->progress();
+      waiter.join();
+      EXPECT_EQ(sent, Status::ok);
+      EXPECT_EQ(waited, Status::ok);
+      const Stats after = c.cores[1]->stats();
+      const std::uint64_t slept = after.sleeps_on_all - before.sleeps_on_all;
+      // Woken by a descriptor (the arrival), not at the end of a slice.
+      const std::uint64_t woken = after.sleeps_on_all_woken - before.sleeps_on_all_woken;
+      const std::uint64_t idle = after.idle_sleeps - before.idle_sleeps;
+      if (idle_on) {
+        EXPECT_GT(idle, 0u);
+        EXPECT_GT(woken, 0u);
+        // Ten 1 ms sleeps, then idle ones of up to 50 ms: a descriptor that
+        // stayed readable (a busy loop) would count thousands.
+        EXPECT_LT(idle, 200u);
+        EXPECT_LT(slept, 200u);
+      } else if (drivers == "shm") {
+        EXPECT_EQ(slept, 0u);
+        EXPECT_EQ(idle, 0u);
+      } else {
+        EXPECT_EQ(idle, 0u);
+        EXPECT_GT(slept, 0u);
+        EXPECT_GT(woken, 0u);
+        // About 50 sleeps of at most 1 ms each.
+        EXPECT_LT(slept, 2000u);
+      }
+    }
   }
 }
 
