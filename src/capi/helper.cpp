@@ -70,11 +70,13 @@ bool Helper::sleep_in_core() noexcept {
   const auto woken = [&] {
     return stopping_.load(std::memory_order_acquire) || by_app() || core_.pending() != 0;
   };
+  in_core_.store(true, std::memory_order_seq_cst);
   core_.enter_critical();
   if (!woken()) {
     deep_.fetch_add(1, std::memory_order_relaxed);
     (void)core_.wait_sleeping(woken, base::Deadline::after_ms(100));
   }
+  in_core_.store(false, std::memory_order_relaxed);
   last_pending_ = core_.pending();
   const bool app = by_app();
   core_.leave_critical();

@@ -43,7 +43,7 @@ std::uint64_t app_calls() noexcept {
 }
 
 bool app_waiting() noexcept {
-  return wait_state.load(std::memory_order_acquire) >= one_waiter;
+  return wait_state.load(std::memory_order_seq_cst) >= one_waiter;
 }
 
 /// Status of a failed forward to PTL_*; the LIB itself answers in PTL_*.
@@ -186,11 +186,14 @@ int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
 }
 
 void wait_enter() noexcept {
-  wait_state.fetch_add(one_waiter, std::memory_order_acq_rel);
+  wait_state.fetch_add(one_waiter, std::memory_order_seq_cst);
   // A helper asleep in the core learns of the waiter now (a waiter's later
-  // looks are patient and wake nobody), not when its sleep ends.
+  // looks are patient and wake nobody), not when its sleep ends. Only then:
+  // wake() costs a locked store on every wait of a ping-pong. (The helper
+  // raises its flag before it reads wait_state, we read the flag after
+  // raising wait_state: one of the two sees the other.)
   Pin pin;
-  if (State* s = pin.get()) s->core->wake();
+  if (State* s = pin.get(); s && s->helper && s->helper->in_core()) s->core->wake();
 }
 
 void wait_exit() noexcept {
