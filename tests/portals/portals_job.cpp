@@ -611,6 +611,13 @@ int main(int argc, char** argv) {
     rc = run_iovec(j, rank);
   else if (argc > 2 && std::strcmp(argv[2], "incast") == 0)
     rc = run_incast(j, rank);
+  else if (argc > 2 && std::strcmp(argv[2], "silent") == 0)
+    // The target makes no call from its appends on; the initiators start
+    // only after 300 ms, when its helper thread sleeps in the core (after
+    // PIER_CAPI_HELPER_DEEP_MS): their connections and puts must wake it.
+    rc = rank == 0 ? run_target(j, rank)
+                   : (std::this_thread::sleep_for(std::chrono::milliseconds(300)),
+                      run_initiator(j, rank));
   else if (argc > 2 && std::strcmp(argv[2], "pingpong") == 0)
     rc = run_pingpong(j, rank, argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8);
   else
