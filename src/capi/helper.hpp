@@ -63,9 +63,9 @@ class Helper {
   std::size_t last_pending_ = 0;  ///< core_.pending() at the last look (helper thread only)
   std::atomic<std::uint64_t> polls_{0};
   std::atomic<std::uint64_t> deep_{0};
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> in_core_{false};  ///< stop_, readable without mu_
-  std::mutex mu_;                     ///< with cv_, the back-off sleep that stop interrupts
+  std::atomic<bool> stopping_{false};  ///< stop_, readable without mu_
+  std::atomic<bool> in_core_{false};   ///< in (or entering) sleep_in_core()
+  std::mutex mu_;                      ///< with cv_, the back-off sleep that stop interrupts
   std::condition_variable cv_;
   bool stop_ = false;  ///< under mu_
   std::thread thread_;

@@ -185,15 +185,15 @@ int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
   return out.rc;
 }
 
-void wait_enter() noexcept {
-  wait_state.fetch_add(one_waiter, std::memory_order_seq_cst);
-  // A helper asleep in the core learns of the waiter now (a waiter's later
-  // looks are patient and wake nobody), not when its sleep ends. Only then:
-  // wake() costs a locked store on every wait of a ping-pong. (The helper
-  // raises its flag before it reads wait_state, we read the flag after
-  // raising wait_state: one of the two sees the other.)
-  Pin pin;
-  if (State* s = pin.get(); s && s->helper && s->helper->in_core()) s->core->wake();
+void wait_enter(State& s) noexcept {
+  const std::uint64_t before = wait_state.fetch_add(one_waiter, std::memory_order_seq_cst);
+  // A helper asleep in the core, or another waiter in a long turn, learns
+  // of this waiter now (a waiter's later looks are patient and wake
+  // nobody), not when its sleep ends. Only then: wake() costs a locked
+  // store on every wait of a ping-pong. (The helper raises its flag before
+  // it reads wait_state, we read the flag after raising wait_state: one of
+  // the two sees the other; a waiter's long turn ends on a second waiter.)
+  if (before >= one_waiter || (s.helper && s.helper->in_core())) s.core->wake();
 }
 
 void wait_exit() noexcept {
@@ -240,7 +240,8 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
   // our sleep in enter_critical; the turn then ends so that the call gets
   // in now, not when the turn would have.
   const auto done = [&] {
-    return n.epoch() != seen || s.core->pending() != 0 || s.core->contended_urgently();
+    return n.epoch() != seen || s.core->pending() != 0 || s.core->contended_urgently() ||
+           (turn_ns > 1'000'000 && wait_state.load(std::memory_order_acquire) >= 2 * one_waiter);
   };
   if (s.core->pending() != 0)
     (void)s.core->progress();

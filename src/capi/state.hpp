@@ -73,7 +73,7 @@ class Pin {
 int call(lib::Op op, const lib::Call& c, lib::Reply* r = nullptr) noexcept;
 
 /// Bookkeeping of the blocking calls, for PtlAbort.
-void wait_enter() noexcept;
+void wait_enter(State& s) noexcept;
 void wait_exit() noexcept;
 bool aborting() noexcept;
 /// PtlAbort's half: sets the abort while a thread waits; false otherwise.
@@ -125,7 +125,7 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
   }
   auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
                                                  : base::Deadline::after_ms(timeout_ms);
-  wait_enter();
+  wait_enter(*s);
   PatientWait patient;
   int rc = empty;
   // A turn spins first unless the last one passed whole with nothing seen:

@@ -123,7 +123,8 @@ struct Stats {
   std::uint64_t sleeps_on_all = 0;
   std::uint64_t sleeps_on_all_woken = 0;  ///< of those, ended by a descriptor, not the clock
   /// Of those, sleeps of an idle core, up to CORE_IDLE_SLEEP_MS, on every
-  /// context that carries a remote rail or takes connections.
+  /// context that carries a remote rail or takes connections (an arming
+  /// that found work already there counts too).
   std::uint64_t idle_sleeps = 0;
   std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
 };

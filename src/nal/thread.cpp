@@ -131,6 +131,8 @@ void ProgressThread::run() noexcept {
     }
     core_.leave_critical();
     if (done) break;
+    // A caller asked for the lock (it ended our turn): let it in first.
+    for (int i = 0; i < 1000 && core_.contended(); ++i) std::this_thread::yield();
   }
 }
 

@@ -51,8 +51,6 @@ class ShmContext final : public driver::Context {
   Status cancel_any() override;
   Status wait_arm(std::vector<::pollfd>& fds) override;
   Status wait_disarm() override;
-  /// wait_arm's answer once armed: ok (sleep) or in_progress (a packet).
-  Status probe_ready();
   Status incoming(std::vector<std::byte>& remote_url) override;
   std::string unavailable_reason() const override;
   std::string degraded_reason() const override;
@@ -99,6 +97,8 @@ class ShmContext final : public driver::Context {
     driver::Clock::time_point since;  ///< accepted at, then hello read at, then reported at
   };
   bool read_hello(Pending& p) noexcept;
+  /// wait_arm's answer once armed: ok (sleep) or in_progress (a packet).
+  Status probe_ready();
 
   Phase phase_ = Phase::fresh;
   /// Guards instances_ and pending_: instances on other threads connect,
