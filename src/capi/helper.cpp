@@ -42,13 +42,10 @@ Helper::~Helper() {
 }
 
 bool Helper::poll_once() noexcept {
-  const auto work = [](const core::Stats& st) {
-    return st.eager_received + st.rdv_received + st.finalized;
-  };
   core_.enter_critical();
-  const std::uint64_t before = work(core_.stats());
+  const std::uint64_t before = core_.stats().activity();
   (void)core_.progress();
-  const bool own_work = work(core_.stats()) != before;
+  const bool own_work = core_.stats().activity() != before;
   const std::size_t pending = core_.pending();
   core_.leave_critical();
   last_pending_ = pending;
@@ -72,10 +69,7 @@ bool Helper::sleep_in_core() noexcept {
   };
   in_core_.store(true, std::memory_order_seq_cst);
   core_.enter_critical();
-  if (!woken()) {
-    deep_.fetch_add(1, std::memory_order_relaxed);
-    (void)core_.wait_sleeping(woken, base::Deadline::after_ms(100));
-  }
+  if (!woken()) (void)core_.wait_sleeping(woken, base::Deadline::after_ms(100));
   in_core_.store(false, std::memory_order_relaxed);
   last_pending_ = core_.pending();
   const bool app = by_app();

@@ -45,8 +45,6 @@ class Helper {
   std::uint64_t polls() const noexcept { return polls_.load(std::memory_order_relaxed); }
   /// Whether the helper is in (or entering) its sleep in the core.
   bool in_core() const noexcept { return in_core_.load(std::memory_order_seq_cst); }
-  /// Sleeps in the core of an idle helper.
-  std::uint64_t deep_sleeps() const noexcept { return deep_.load(std::memory_order_relaxed); }
 
  private:
   void run() noexcept;
@@ -62,7 +60,6 @@ class Helper {
   std::uint64_t seen_calls_ = 0;
   std::size_t last_pending_ = 0;  ///< core_.pending() at the last look (helper thread only)
   std::atomic<std::uint64_t> polls_{0};
-  std::atomic<std::uint64_t> deep_{0};
   std::atomic<bool> stopping_{false};  ///< stop_, readable without mu_
   std::atomic<bool> in_core_{false};   ///< in (or entering) sleep_in_core()
   std::mutex mu_;                      ///< with cv_, the back-off sleep that stop interrupts

@@ -127,6 +127,9 @@ struct Stats {
   /// that found work already there counts too).
   std::uint64_t idle_sleeps = 0;
   std::size_t send_msgs_live = 0, recv_msgs_live = 0;  ///< gauges
+  /// Changes whenever a message arrived or one was finalized: how waiters
+  /// and the helpers tell a quiet spell.
+  std::uint64_t activity() const noexcept { return eager_received + rdv_received + finalized; }
 };
 
 /// The thresholds and rails chosen for one peer.

@@ -332,7 +332,7 @@ void Core::Impl::sleep_briefly(base::Deadline deadline) noexcept {
   // Long sleeps only once the core has been idle for a while: arming every
   // context (and disarming them) costs a few system calls per wake, which a
   // target woken every 2 ms paid in latency (a sleeping put 175 -> 200 us).
-  const std::uint64_t activity = stats_.eager_received + stats_.rdv_received + stats_.finalized;
+  const std::uint64_t activity = stats_.activity();
   bool idle = idle_set_ok_ && idle_now();
   if (!idle || activity != idle_activity_) {
     idle_activity_ = activity;

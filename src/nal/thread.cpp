@@ -114,10 +114,7 @@ void ProgressThread::run() noexcept {
                core_.contended_urgently();
       };
       // Quiet: the turn ended by its clock, with no arrival and no finalize.
-      const auto activity = [this] {
-        const core::Stats st = core_.stats();
-        return st.eager_received + st.rdv_received + st.finalized;
-      };
+      const auto activity = [this] { return core_.stats().activity(); };
       const std::uint64_t before = activity();
       if (woken() || core_.pending() != 0) {
         quiet = false;

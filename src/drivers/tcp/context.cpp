@@ -483,8 +483,9 @@ Status TcpContext::wait_arm(std::vector<::pollfd>& fds) {
     // Only on demand: otherwise nobody calls incoming().
     std::lock_guard lock(mutex_);
     if (on_demand_ && !asked_.empty()) return Status::in_progress;
-    for (const Parked& p : parked_)
-      if (on_demand_ && !p.reported) return Status::in_progress;
+    if (on_demand_)
+      for (const Parked& p : parked_)
+        if (!p.reported) return Status::in_progress;
   }
   fds.push_back({epoll_fd_, POLLIN, 0});
   return Status::ok;
