@@ -182,13 +182,17 @@ inline double bare_latency(Bare& b, int rank, long iters) {
   return since(t0) / static_cast<double>(iters) / 2 * 1e6;
 }
 
-/// MB/s of `total` bytes in messages of `buf.size()` bytes, rank 0 to 1.
-inline double bare_bandwidth(Bare& b, int rank, std::span<std::byte> buf, std::size_t total) {
-  const std::size_t size = buf.size();
+/// MB/s of `total` bytes in messages of `buf.size() / buffers` bytes, rank 0
+/// to 1; the receiver lands message k in part k % buffers of `buf`, so a
+/// layer measured next to it can be given the same memory footprint.
+inline double bare_bandwidth(Bare& b, int rank, std::span<std::byte> buf, std::size_t total,
+                             int buffers = 1) {
+  const std::size_t size = buf.size() / static_cast<std::size_t>(buffers);
   const std::size_t count = std::max<std::size_t>(1, total / size);
   auto t0 = Clock::now();
   for (std::size_t k = 0; k < count; ++k) {
-    ::iovec v{buf.data(), size};
+    const std::size_t part = rank == 1 ? k % static_cast<std::size_t>(buffers) : 0;
+    ::iovec v{buf.data() + part * size, size};
     if (rank == 1) {
       driver::Packet r;
       r.set_iovec(&v, 1);

@@ -10,14 +10,18 @@
 //              bare: per message the large track (with the minimal rendezvous
 //              the driver asks for, as in core_bench);
 //              core: Core::send of every message at once (as core_bench);
-//              port: sends pipelined up to the send tokens, 8 buffers at the
-//              receiver provided again as they fill.
+//              port: sends pipelined up to the send tokens, --buffers
+//              buffers (8 by default) at the receiver provided again as
+//              they fill; the bare and core receivers land the messages in
+//              turn in as many buffers, so all three columns write the same
+//              memory (eight 1 MiB buffers written in turn cost a receiver
+//              up to a third of its bandwidth, against one written again).
 // The core column splits the port layer's own cost from the core's.
 // Each figure is the median of --reps repetitions (min and max shown).
 // With "self" among the drivers, the same ping-pong also runs in one process
 // over self (both sides on one thread): the core's and the port layer's own
 // cost, free of the scheduling noise of two processes.
-// usage: port_bench [--reps N] [--drivers self,shm,tcp] [--iters N]
+// usage: port_bench [--reps N] [--drivers self,shm,tcp] [--iters N] [--buffers N]
 // (--iters: latency round trips per repetition, 20000 by default)
 #include <sched.h>
 #include <sys/wait.h>
@@ -44,6 +48,7 @@ namespace core = pier::core;
 namespace port = pier::port;
 
 long lat_iters = 20000;
+int bw_buffers = 8;
 constexpr std::size_t bw_size = 1u << 20;
 constexpr std::size_t bw_total = 256u << 20;
 
@@ -80,7 +85,7 @@ struct Ports {
     if (!opened) die("open", opened.status());
     p = std::move(*opened);
     check(p->provide_receive_buffer(small_buf.data(), 4, port::Priority::low, 0), "provide");
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < bw_buffers; ++i) {
       big_bufs.emplace_back(bw_size + 8);
       check(p->provide_receive_buffer(big_bufs.back().data(), 21, port::Priority::low, 1),
             "provide big");
@@ -164,10 +169,10 @@ int run(const std::string& driver, int rank, const Pipe& pipe, int reps) {
   Bare bare;
   bare.setup(driver, rank, [&](const std::vector<std::byte>& url) { return pipe.exchange(url); });
   Through through;
-  through.setup(pipe, rank, bw_size);
+  through.setup(pipe, rank, bw_size, bw_buffers);
   Ports ports;
   ports.setup(pipe, rank);
-  std::vector<std::byte> buf(bw_size, std::byte{1});
+  std::vector<std::byte> buf(bw_size * static_cast<std::size_t>(bw_buffers), std::byte{1});
   Series lat[3], bw[3];  // bare, core, port
   for (int r = 0; r < reps; ++r) {
     pipe.sync();
@@ -177,7 +182,7 @@ int run(const std::string& driver, int rank, const Pipe& pipe, int reps) {
     pipe.sync();
     lat[2].v.push_back(port_latency(ports, rank));
     pipe.sync();
-    bw[0].v.push_back(bare_bandwidth(bare, rank, std::span(buf).first(bw_size), bw_total));
+    bw[0].v.push_back(bare_bandwidth(bare, rank, buf, bw_total, bw_buffers));
     pipe.sync();
     bw[1].v.push_back(core_bandwidth(through, rank, bw_size, bw_total));
     pipe.sync();
@@ -305,6 +310,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--drivers") drivers = argv[i + 1];
     if (std::string(argv[i]) == "--iters") lat_iters = std::max(1, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--buffers") bw_buffers = std::max(1, std::atoi(argv[i + 1]));
   }
   // A loaded machine may leave the receiver's buffers unprovided for a
   // while: a send timeout is no figure of speed.

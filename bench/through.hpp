@@ -17,7 +17,8 @@ class Sink final : public core::Client {
  public:
   explicit Sink(core::Core& c) : core_(c) {}
   void lib_parse(const core::Arrival& a) noexcept override {
-    (void)core_.recv(a.handle, this, &region, 0, static_cast<std::size_t>(a.length),
+    const std::size_t offset = static_cast<std::size_t>(parsed % rotate) * stride;
+    (void)core_.recv(a.handle, this, &region, offset, static_cast<std::size_t>(a.length),
                      static_cast<std::size_t>(a.length));
     ++parsed;
   }
@@ -27,6 +28,9 @@ class Sink final : public core::Client {
   }
   core::Region region;
   long parsed = 0, finalized = 0;
+  /// Arrival k lands at offset (k % rotate) * stride of the region.
+  long rotate = 1;
+  std::size_t stride = 0;
 
  private:
   core::Core& core_;
@@ -38,9 +42,11 @@ struct Through {
   std::vector<std::byte> inbox, outbox;
   core::Region out_region;
 
-  /// A core of two ranks; `largest` bounds the messages.
-  void setup(const Pipe& p, int rank, std::size_t largest) {
-    inbox.resize(largest);
+  /// A core of two ranks; `largest` bounds the messages, which land in turn
+  /// in `buffers` parts of the inbox (the footprint of a receiver that keeps
+  /// that many buffers).
+  void setup(const Pipe& p, int rank, std::size_t largest, int buffers = 1) {
+    inbox.resize(largest * static_cast<std::size_t>(buffers));
     outbox.resize(largest);
     auto made = core::Core::create(static_cast<core::Rank>(rank), 2);
     if (!made) die("core create", made.status());
@@ -55,6 +61,8 @@ struct Through {
     auto out = c->validate(outbox.data(), outbox.size());
     if (!in || !out) die("validate");
     sink->region = *in;
+    sink->rotate = buffers;
+    sink->stride = largest;
     out_region = *out;
   }
   void send(int rank, std::size_t n) {
