@@ -96,6 +96,57 @@ TEST_F(ExchangeTest, AnExchangeTooLargeForOneAnswerFailsTheFenceSayingWhy) {
   EXPECT_EQ(o2[0].frame.get(), o2[2].frame.get());
 }
 
+/// A key committed again replaces its value (the last put wins): 100
+/// commits of one 1 MiB key once piled up 100 MiB in pier-run and failed the
+/// fence as too large.
+TEST_F(ExchangeTest, AKeyCommittedAgainReplacesItsValue) {
+  for (int r = 0; r < 3; ++r) hello(10 + r, static_cast<std::uint32_t>(r));
+  out.clear();
+  for (int k = 0; k < 100; ++k) {
+    std::vector<proto::Entry> mine{
+        {0, "status", std::vector<std::byte>(1u << 20, static_cast<std::byte>(k))}};
+    ex.on_frame(10, frame_of(proto::encode_commit(mine)), out);
+  }
+  ex.on_frame(11, frame_of(proto::encode_commit({{{0, "status", {std::byte{9}}}}})), out);
+  for (int r = 0; r < 3; ++r) fence(10 + r, 1);
+  ASSERT_EQ(out.size(), 3u);
+  auto done = proto::decode_fence_done(frame_of(*out[0].frame).body);
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->entries.size(), 2u);  // rank 0's and rank 1's, each once
+  EXPECT_EQ(done->entries[0].rank, 0u);
+  ASSERT_EQ(done->entries[0].value.size(), 1u << 20);
+  EXPECT_EQ(done->entries[0].value[0], std::byte{99});
+  EXPECT_EQ(done->entries[1].rank, 1u);
+  EXPECT_EQ(done->entries[1].value, std::vector<std::byte>{std::byte{9}});
+}
+
+/// Entries past what one answer carries fail the session when they are
+/// committed, not at the fence: pier-run held every byte until then. A
+/// rank already in the fence hears of it at once; later commits are dropped
+/// and later fences fail with the same reason.
+TEST_F(ExchangeTest, TooManyBytesFailTheSessionAtCommit) {
+  for (int r = 0; r < 3; ++r) hello(10 + r, static_cast<std::uint32_t>(r));
+  out.clear();
+  fence(12, 1);
+  EXPECT_TRUE(out.empty());
+  const std::vector<std::byte> mib(1u << 20, std::byte{1});
+  for (int k = 0; k < 64; ++k)
+    ex.on_frame(10, frame_of(proto::encode_commit({{{0, "k" + std::to_string(k), mib}}})), out);
+  ASSERT_EQ(out.size(), 1u);  // the 64th MiB passed the limit
+  EXPECT_EQ(out[0].conn, 12);
+  ASSERT_EQ(type_of(out[0]), proto::Type::fence_failed);
+  auto failed = proto::decode_fence_failed(frame_of(*out[0].frame).body);
+  ASSERT_TRUE(failed);
+  EXPECT_NE(failed->text.find("more than one exchange carries (64 MiB)"), std::string::npos)
+      << failed->text;
+  out.clear();
+  ex.on_frame(11, frame_of(proto::encode_commit({{{0, "late", mib}}})), out);
+  EXPECT_TRUE(out.empty());
+  fence(10, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(type_of(out[0]), proto::Type::fence_failed);
+}
+
 TEST_F(ExchangeTest, SessionsOfOneRankAreFencedApart) {
   // Every rank brings up Portals and ports (connections may reach pier-run
   // in any order); each session's fence waits for its own members only.

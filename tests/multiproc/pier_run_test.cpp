@@ -213,6 +213,99 @@ TEST(PierRun, AStdoutNobodyReadsDoesNotStopTheTimeout) {
   EXPECT_EQ(WEXITSTATUS(status), 124);  // the timeout's code
 }
 
+namespace {
+
+/// Runs pier-run in a child set up by `setup` (between fork and exec);
+/// `during(pid)` runs once the child started. Waits at most 20 s, then
+/// kills it. Returns the wait status, or -1 when it had to be killed.
+template <class Setup, class During>
+int run_guarded(const std::vector<const char*>& argv, Setup setup, During during,
+                std::chrono::steady_clock::duration* took) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) return -2;
+  if (pid == 0) {
+    setup();
+    std::vector<char*> args;
+    for (const char* a : argv) args.push_back(const_cast<char*>(a));
+    args.push_back(nullptr);
+    ::execv(PIER_RUN_PATH, args.data());
+    ::_exit(127);
+  }
+  during(pid);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  *took = std::chrono::steady_clock::now() - t0;
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    (void)::waitpid(pid, &status, 0);
+    return -1;
+  }
+  return status;
+}
+
+}  // namespace
+
+/// pier-run's own notes (the timeout's, a signal's, a rank's failure) were
+/// blocking writes to its stderr, made before acting: with a stderr nobody
+/// reads, filled by the ranks' lines, the timeout never fired and SIGTERM
+/// was never forwarded. A note that would block is now dropped.
+TEST(PierRun, AStderrNobodyReadsDoesNotStopTheTimeoutOrASignal) {
+  for (const bool by_signal : {false, true}) {
+    SCOPED_TRACE(by_signal ? "SIGTERM" : "timeout");
+    int err[2];
+    ASSERT_EQ(::pipe(err), 0);
+    std::vector<const char*> argv{PIER_RUN_PATH, "-n", "1", "--kill-grace", "1", "--tag-output"};
+    if (!by_signal) argv.insert(argv.end(), {"--timeout", "2"});
+    argv.insert(argv.end(), {"/bin/sh", "-c", "yes pier | head -c 20000000 >&2; sleep 30"});
+    std::chrono::steady_clock::duration took{};
+    const int status = run_guarded(
+        argv,
+        [&] {
+          const int null = ::open("/dev/null", O_WRONLY);
+          ::dup2(null, STDOUT_FILENO);
+          ::dup2(err[1], STDERR_FILENO);
+          ::close(err[0]);
+          ::close(err[1]);
+        },
+        [&](pid_t pid) {
+          ::close(err[1]);  // err[0] stays open and unread
+          if (by_signal) {
+            std::this_thread::sleep_for(std::chrono::seconds(2));
+            ::kill(pid, SIGTERM);
+          }
+        },
+        &took);
+    ::close(err[0]);
+    ASSERT_NE(status, -1) << "pier-run was still running after 20 s";
+    EXPECT_LT(took, std::chrono::seconds(10));
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), by_signal ? 128 + SIGTERM : 124);
+  }
+}
+
+/// A parent that ignores SIGCHLD passes that on through exec: the kernel
+/// then reaped the ranks itself, pier-run never saw them end, and the job
+/// never did, --timeout included. pier-run restores the default.
+TEST(PierRun, AnIgnoredSigchldDoesNotHideTheRanks) {
+  std::chrono::steady_clock::duration took{};
+  const int status = run_guarded(
+      {PIER_RUN_PATH, "-n", "2", "--timeout", "5", "/bin/sh", "-c", "exit 3"},
+      [] {
+        const int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, STDERR_FILENO);
+        ::signal(SIGCHLD, SIG_IGN);
+      },
+      [](pid_t) {}, &took);
+  ASSERT_NE(status, -1) << "pier-run was still running after 20 s";
+  EXPECT_LT(took, std::chrono::seconds(4));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+}
+
 /// A large -n with a soft descriptor limit below what it needs (each rank
 /// takes a few: PMI socket pair, exchange connection, output pipes): the
 /// job could not start. pier-run raises its soft limit to the hard one.

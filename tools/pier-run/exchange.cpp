@@ -56,7 +56,7 @@ void Exchange::on_frame(int conn, const proto::Frame& frame, std::vector<Outgoin
     case proto::Type::commit: {
       auto entries = proto::decode_commit(frame.body);
       if (!entries) break;
-      for (auto& e : *entries) ses.entries.push_back({r, std::move(e.key), std::move(e.value)});
+      commit(ses, r, *entries, out);
       return;
     }
     case proto::Type::fence: {
@@ -142,6 +142,52 @@ void Exchange::on_hello(int conn, const proto::Hello& hello, std::vector<Outgoin
   out.push_back({conn, share(proto::encode_welcome())});
 }
 
+namespace {
+/// What one entry adds to a fence_done body: rank, key, value.
+std::size_t encoded_size(const proto::Entry& e) {
+  return 4 + 2 + e.key.size() + 4 + e.value.size();
+}
+}  // namespace
+
+void Exchange::commit(Session& s, std::uint32_t rank, std::vector<proto::Entry>& entries,
+                      std::vector<Outgoing>& out) {
+  if (s.failed) return;  // nothing of it is ever handed out
+  for (auto& e : entries) {
+    auto [it, fresh] = s.where.try_emplace({rank, e.key}, s.entries.size());
+    if (fresh) {
+      s.entries.push_back({rank, std::move(e.key), std::move(e.value)});
+      s.body += encoded_size(s.entries.back());
+    } else {
+      proto::Entry& kept = s.entries[it->second];
+      s.body -= kept.value.size();
+      s.body += e.value.size();
+      kept.value = std::move(e.value);
+    }
+  }
+  // Refused now, not at the fence: pier-run would otherwise hold every
+  // byte until then, and encode them all once more before finding out.
+  if (s.body > proto::max_body)
+    fail(s,
+         fmt::format("{}fence {}: the ranks put over {} MiB of keys and values, more than one "
+                     "exchange carries ({} MiB)",
+                     s.name.empty() ? std::string() : fmt::format("session '{}': ", s.name),
+                     s.epoch, proto::max_body >> 20, proto::max_body >> 20),
+         out);
+}
+
+void Exchange::fail(Session& s, std::string why, std::vector<Outgoing>& out) {
+  s.failed = true;
+  s.failure = std::move(why);
+  s.entries.clear();
+  s.entries.shrink_to_fit();
+  s.where.clear();
+  s.body = 8;
+  notes_.push_back(s.failure);
+  for (const auto& r : s.ranks)
+    if (r.conn >= 0 && r.fenced == s.epoch)
+      out.push_back({r.conn, share(proto::encode_fence_failed({s.epoch, {}, s.failure}))});
+}
+
 void Exchange::on_fence(Session& s, std::uint32_t rank, std::uint32_t epoch,
                         std::vector<Outgoing>& out) {
   RankState& state = s.ranks[rank];
@@ -167,6 +213,8 @@ void Exchange::maybe_complete(Session& s, std::vector<Outgoing>& out) {
   // its own included, so get() never needs another round trip.
   const SharedFrame frame = share(proto::encode_fence_done({s.epoch, std::move(s.entries)}));
   s.entries.clear();
+  s.where.clear();
+  s.body = 8;
   if (frame->size() > proto::header_size + proto::max_body) {
     s.failed = true;
     // Every rank would refuse the answer as malformed: say why instead.

@@ -67,7 +67,11 @@ class Exchange {
     std::vector<RankState> ranks;
     std::uint32_t epoch = 1;                  ///< the fence being gathered
     std::vector<boot::proto::Entry> entries;  ///< committed during epoch
-    bool failed = false;                      ///< a fence failed: every later fence fails
+    /// Where each (rank, key) of the epoch sits in `entries`: a key put
+    /// again replaces its value (the last put wins), never piles up.
+    std::map<std::pair<std::uint32_t, std::string>, std::size_t> where;
+    std::size_t body = 8;  ///< the fence_done body these entries make
+    bool failed = false;   ///< a fence failed: every later fence fails
     std::string failure;
   };
   /// What a connection said hello as.
@@ -78,6 +82,10 @@ class Exchange {
 
   IdentityCheck identity_check_;
   void refuse(int conn, boot::proto::Refusal why, std::string text, std::vector<Outgoing>& out);
+  void commit(Session& s, std::uint32_t rank, std::vector<boot::proto::Entry>& entries,
+              std::vector<Outgoing>& out);
+  /// Ends the session: every rank in it is told `why` (kept for later fences).
+  void fail(Session& s, std::string why, std::vector<Outgoing>& out);
   void on_hello(int conn, const boot::proto::Hello& hello, std::vector<Outgoing>& out);
   void on_fence(Session& s, std::uint32_t rank, std::uint32_t epoch, std::vector<Outgoing>& out);
   void maybe_complete(Session& s, std::vector<Outgoing>& out);

@@ -51,11 +51,7 @@ using boot::Clock;
 
 constexpr int exit_timeout = 124;
 constexpr int exit_cannot_start = 127;
-
-void say(const std::string& text) {
-  const std::string line = "pier-run: " + text + "\n";
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
-}
+constexpr int exit_status_lost = 1;
 
 std::string describe_wait(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
@@ -111,27 +107,34 @@ struct Rank {
   std::array<std::unique_ptr<LineTagger>, 2> taggers;
 };
 
+/// Whether /proc can say who a process's parent is (it is mounted here).
+bool proc_readable() {
+  return ::access("/proc/self/stat", R_OK) == 0;
+}
+
 /// Whether `pid` is `ancestor` or descends from it (parents read from
-/// /proc). True when /proc cannot say: the check must not break jobs where
-/// it cannot see.
+/// /proc). True when /proc cannot say at all (not mounted): the check must
+/// not break jobs where it cannot see. A process whose entry is gone or
+/// unreadable while /proc works is refused: a connection handed on by a
+/// process that then exited would otherwise pass as anyone's.
 bool descends_from(pid_t pid, pid_t ancestor) {
   for (int depth = 0; depth < 64 && pid > 1; ++depth) {
     if (pid == ancestor) return true;
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
     const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return depth == 0;
+    if (fd < 0) return !proc_readable();
     char buf[512];
     const ::ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
-    if (n <= 0) return true;
+    if (n <= 0) return !proc_readable();
     buf[n] = '\0';
     // "pid (comm) state ppid ...": comm may hold anything, ')' included.
     const char* close_paren = std::strrchr(buf, ')');
     char state = 0;
     int parent = 0;
     if (close_paren == nullptr || std::sscanf(close_paren + 1, " %c %d", &state, &parent) != 2)
-      return true;
+      return false;
     pid = parent;
   }
   return pid == ancestor;
@@ -190,6 +193,7 @@ class Job {
   bool end_leftovers(Clock::time_point now);
   void on_signal();
   void reap();
+  void lost_children();
   void accept_conns();
   void read_conn(int fd);
   void flush_conn(int fd);
@@ -261,6 +265,13 @@ bool Job::listen_socket() {
 }
 
 bool Job::block_signals() {
+  // An ignored SIGCHLD survives exec (a parent that set SIG_IGN): the
+  // kernel would then reap the ranks itself, waitpid() would never name
+  // them, and the job would never end. The ranks inherit the default too.
+  struct ::sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  (void)::sigaction(SIGCHLD, &dfl, nullptr);
   ::sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
@@ -473,6 +484,7 @@ void Job::reap() {
   for (;;) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == ECHILD) return lost_children();
     if (pid <= 0) return;
     leftovers_seen_ = {};  // a pid reaped may be reused: no signal from an old list
     std::erase(inherited_, pid);
@@ -494,6 +506,24 @@ void Job::reap() {
         end_job(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
       }
     }
+  }
+}
+
+void Job::lost_children() {
+  // No child left to wait for, yet ranks count as running: someone else
+  // reaped them (SIGCHLD ignored before we reset it, a debugger). Their
+  // exit status is lost; the job must still end, and not as a success.
+  for (std::uint32_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (!r.running) continue;
+    r.running = false;
+    r.wait_status = W_EXITCODE(exit_status_lost, 0);
+    say(fmt::format("rank {} (pid {}) was reaped by someone else; its exit status is lost", i,
+                    r.pid));
+    std::vector<Outgoing> out;
+    exchange_.on_rank_exit(i, out);
+    dispatch(out);
+    if (!ending_) end_job(exit_status_lost);
   }
 }
 

@@ -6,10 +6,36 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <string_view>
 
 namespace pier::run {
+
+namespace {
+std::atomic<std::size_t> notes_dropped{0};
+}  // namespace
+
+void say(std::string_view text) noexcept {
+  char line[PIPE_BUF];
+  constexpr std::string_view prefix = "pier-run: ";
+  const std::size_t room = sizeof line - prefix.size() - 1;
+  const std::size_t n = std::min(text.size(), room);
+  std::memcpy(line, prefix.data(), prefix.size());
+  std::memcpy(line + prefix.size(), text.data(), n);
+  line[prefix.size() + n] = '\n';
+  ::pollfd p{STDERR_FILENO, POLLOUT, 0};
+  if (::poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
+    notes_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  (void)!::write(STDERR_FILENO, line, prefix.size() + n + 1);
+}
+
+std::size_t dropped_notes() noexcept {
+  return notes_dropped.load(std::memory_order_relaxed);
+}
 
 void LineTagger::feed(std::span<const char> bytes) {
   std::string_view rest(bytes.data(), bytes.size());

@@ -13,6 +13,14 @@
 
 namespace pier::run {
 
+/// pier-run's own notes on stderr ("pier-run: " + text), never blocking: a
+/// stderr nobody reads must not stop the loop that enforces timeouts,
+/// forwards signals and ends failed jobs. A note that would block is
+/// dropped (counted in dropped_notes()); one note is at most PIPE_BUF bytes,
+/// so a pipe with a free slot takes it whole.
+void say(std::string_view text) noexcept;
+std::size_t dropped_notes() noexcept;
+
 class OutputQueue {
  public:
   explicit OutputQueue(int fd) : fd_(fd) {}

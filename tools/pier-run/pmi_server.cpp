@@ -1,6 +1,8 @@
 // pier-run: the PMI server thread (see pmi_server.hpp).
 #include "pmi_server.hpp"
 
+#include "output.hpp"
+
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -15,14 +17,6 @@
 #include <cstring>
 
 namespace pier::run {
-namespace {
-
-void say(const std::string& text) {
-  const std::string line = "pier-run: " + text + "\n";
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
-}
-
-}  // namespace
 
 struct PmiServer::Conn {
   int fd = -1;
@@ -159,7 +153,7 @@ void PmiServer::read_conn(std::uint32_t rank) {
   std::array<char, 16384> buf;
   for (;;) {
     Conn& c = *conns_[rank];
-    if (c.fd < 0 || c.close_after) return;
+    if (c.fd < 0 || c.close_after || c.pending.size() > max_unsent) return;
     const ::ssize_t n = ::recv(c.fd, buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -168,22 +162,25 @@ void PmiServer::read_conn(std::uint32_t rank) {
       return;
     }
     c.reader.append(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    for (;;) {
-      if (c.fd < 0 || c.close_after) return;
-      auto message = c.reader.next();
-      std::vector<PmiOutgoing> out;
-      if (!message) {
-        say(
-            fmt::format("rank {} sent bytes that are neither PMI-1 nor PMI-2; closing its PMI "
-                        "connection",
-                        rank));
-        close_conn(rank);
-        return;
-      }
-      if (!*message) break;
-      service_.on_message(rank, **message, PmiService::Clock::now(), out);
-      dispatch(out);
+    parse_conn(rank);
+  }
+}
+
+void PmiServer::parse_conn(std::uint32_t rank) {
+  for (;;) {
+    Conn& c = *conns_[rank];
+    if (c.fd < 0 || c.close_after || c.pending.size() > max_unsent) return;
+    auto message = c.reader.next();
+    if (!message) {
+      say(fmt::format(
+          "rank {} sent bytes that are neither PMI-1 nor PMI-2; closing its PMI connection", rank));
+      close_conn(rank);
+      return;
     }
+    if (!*message) return;
+    std::vector<PmiOutgoing> out;
+    service_.on_message(rank, **message, PmiService::Clock::now(), out);
+    dispatch(out);
   }
 }
 
@@ -199,8 +196,10 @@ void PmiServer::serve() {
       const Conn& c = *conns_[r];
       if (c.fd < 0) continue;
       // Once closing, only the unsent answer matters: no POLLIN spin.
+      // Nor while its answers pile up unread: it stalls until it reads.
+      const bool take = !c.close_after && c.pending.size() <= max_unsent;
       const short events =
-          static_cast<short>((c.close_after ? 0 : POLLIN) | (c.pending.empty() ? 0 : POLLOUT));
+          static_cast<short>((take ? POLLIN : 0) | (c.pending.empty() ? 0 : POLLOUT));
       fds.push_back({c.fd, events, 0});
       owners.push_back(r);
     }
@@ -224,7 +223,10 @@ void PmiServer::serve() {
     if (fds[0].revents != 0) return;
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      if (fds[i].revents & POLLOUT) flush_conn(owners[i]);
+      if (fds[i].revents & POLLOUT) {
+        flush_conn(owners[i]);
+        parse_conn(owners[i]);  // requests read while the answers were backed up
+      }
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(owners[i]);
     }
   }

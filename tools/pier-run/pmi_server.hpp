@@ -53,8 +53,12 @@ class PmiServer {
 
  private:
   struct Conn;
+  static constexpr std::size_t max_unsent = 1u << 20;
   void serve();
   void read_conn(std::uint32_t rank);
+  /// Answers the requests already read, while the answers still unsent stay
+  /// under max_unsent (a rank that sends and never reads stalls, not us).
+  void parse_conn(std::uint32_t rank);
   void flush_conn(std::uint32_t rank);
   void close_conn(std::uint32_t rank);
   void dispatch(std::vector<PmiOutgoing>& out);
