@@ -182,6 +182,8 @@ class ShmInstance final : public driver::Instance {
   bool in_frag_ = false;       ///< a fragmented packet is half consumed
   bool discard_frag_ = false;  ///< ...and belongs to a canceled receive
   std::uint64_t token_ = 0;    ///< rdv token of the posted receive, 0 if none
+  bool split_seen_ = false;    ///< the posted receive took its one rdv_split
+  bool can_pull_ = false;      ///< the posted receive offered to pull (rdv can_pull)
   SegmentHeader layout_{};     ///< the segment header we wrote (connector)
   std::uint64_t next_token_ = 1;
   bool buf_out_ = false;  ///< a recv_poll() buffer not yet released

@@ -48,6 +48,8 @@ Status ShmInstance::recv_post(driver::Packet& pkt) {
   pkt.length = 0;
   pkt.rdv_len = 0;
   token_ = 0;
+  split_seen_ = false;
+  can_pull_ = false;
   if (track_ == driver::Track::large && ctx_->caps().rdv_data) {
     Rdv rdv;
     rdv.capacity = pkt.size();
@@ -73,6 +75,7 @@ Status ShmInstance::recv_post(driver::Packet& pkt) {
     }
     if (describable) {
       token_ = next_token_++;
+      can_pull_ = rdv.can_pull;
       rdv.token = token_;
       // Published before the rdv data leaves this process, so the sender's
       // claim always finds it.
@@ -143,7 +146,14 @@ Status ShmInstance::progress_recv() noexcept {
       }
       case Kind::rdv_split: {
         Result<Split> sp = decode_split(std::span<const std::byte>(r.payload, r.len));
-        if (!sp || posted_ == nullptr || in_frag_ || token_ == 0 || sp->token != token_) break;
+        // One split per receive, one that offered to pull, after the sender
+        // claimed it: a peer streaming splits would otherwise keep this call
+        // copying (the whole buffer each time) and never returning.
+        if (!sp || posted_ == nullptr || in_frag_ || token_ == 0 || sp->token != token_ ||
+            split_seen_ || !can_pull_ ||
+            rx_.ctl_word(ctl_rdv_accept).load(std::memory_order_acquire) != (token_ | rdv_claimed))
+          break;
+        split_seen_ = true;
         const bool pulled = pull_split(*sp);
         // seq_cst, then the sleepers load: the sender may sleep waiting for it.
         rx_.ctl_word(ctl_rdv_accept)
@@ -153,6 +163,7 @@ Status ShmInstance::progress_recv() noexcept {
                 rx_.ctl_word(ctl_writer_sleepers).load(std::memory_order_seq_cst))
           wake_writer(s);
         consume(r.lines);
+        taken += r.lines;
         continue;
       }
       case Kind::rdv_done: {

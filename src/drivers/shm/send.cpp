@@ -126,6 +126,10 @@ Status ShmInstance::send_post(driver::Packet& pkt) {
     complete_send(pkt, Status::ok);
     return Status::ok;
   }
+  // A packet still queued here is ours (N3): posted again, it would be
+  // linked to itself in the FIFO and its bytes sent twice.
+  if (pkt.driver_data[0] >= send_frag && pkt.driver_data[0] <= send_split_wait)
+    return Status::invalid_argument;
   std::uintptr_t mode = send_frag;
   if (pkt.rdv_len != 0 && cma_ok_ && size >= ctx_->settings().cma_min) {
     Result<Rdv> rdv = decode_rdv(pkt);
@@ -312,7 +316,15 @@ bool ShmInstance::pump_split(driver::Packet& pkt) noexcept {
     pkt.driver_data[0] = send_done_record;
     return true;
   }
-  if (state != (token | rdv_claimed | rdv_split_failed)) return false;
+  if (state == (token | rdv_claimed)) return false;  // still pulling
+  if (state != (token | rdv_claimed | rdv_split_failed)) {
+    // Neither answer, nor the claim: a word out of protocol (or a receiver
+    // that gave the receive up). Waiting would never end.
+    PIER_LOG(warn, "shm", "rendezvous word {:#x} from pid {} during a split copy", state,
+             remote_.pid);
+    fail(Status::broken);
+    return true;
+  }
   // The receiver could not pull its half: push it ourselves.
   Result<Rdv> rdv = decode_rdv(pkt);
   std::array<::iovec, 64> remote;

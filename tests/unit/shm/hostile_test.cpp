@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -168,6 +170,80 @@ TEST(ShmHostile, GarbageInTheRendezvousWordEndsACancel) {
   }
   ASSERT_EQ(done, child) << "recv_cancel still waiting after 3 s";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/// Split records (the sender asks the receiver to pull half of a single
+/// copy) out of protocol: before the sender claimed the receive, for a
+/// receive that offered no pull, or a second one. A peer streaming them kept
+/// recv_poll copying the whole buffer again and again, never returning.
+TEST(ShmHostile, SplitRecordsOutOfProtocolBreakTheInstance) {
+  for (int mode = 0; mode < 2; ++mode) {  // 0: unclaimed, 1: a second split
+    SCOPED_TRACE(mode == 0 ? "unclaimed" : "second split");
+    Side real = make_side();
+    if (!real.caps.rdv_data) GTEST_SKIP() << "no single copy here";
+    FakePeer fake(real);
+    auto inst = open(real, Track::large);
+    ASSERT_EQ(connect_to_fake(*inst, Track::large, fake, real), Status::ok);
+    std::vector<std::byte> buf(1 << 20);
+    ::iovec iov{buf.data(), buf.size()};
+    Packet r;
+    r.set_iovec(&iov, 1);
+    ASSERT_EQ(inst->recv_post(r), Status::in_progress);
+    Result<Rdv> rdv = decode_rdv(r);
+    ASSERT_TRUE(rdv.has_value());
+    std::vector<std::byte> source(64, std::byte{0x5a});
+    std::array<std::byte, Split::size> split{};
+    encode_split(Split{rdv->token, 0, 64, reinterpret_cast<std::uintptr_t>(source.data())}, split);
+    auto accept = word(fake.seg.map.data() + ctl_offset[0] + ctl_rdv_accept);
+    std::uint64_t pos = 0;
+    if (mode == 1) {
+      accept.store(rdv->token | rdv_claimed, std::memory_order_release);
+      fake.write_record(pos++, Split::size, static_cast<std::uint8_t>(Kind::rdv_split),
+                        split.data(), split.size());
+      if (rdv->can_pull) {
+        ASSERT_EQ(inst->recv_poll(r), Status::in_progress);  // the one split is served
+        EXPECT_NE(accept.load() & (rdv_split_ok | rdv_split_failed), 0u);
+        accept.store(rdv->token | rdv_claimed, std::memory_order_release);
+      }
+    }
+    fake.write_record(pos, Split::size, static_cast<std::uint8_t>(Kind::rdv_split), split.data(),
+                      split.size());
+    EXPECT_EQ(inst->recv_wait(r, after_ms(5000)), Status::broken);
+  }
+}
+
+/// The sender of a split single copy waits for the receiver's answer in the
+/// rendezvous word. Anything else there (the peer's junk, a receive given
+/// up) left the send in_progress for ever, with its waiter spinning. It now
+/// ends broken.
+TEST(ShmHostile, JunkInTheRendezvousWordEndsASplitSend) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");
+  config::ScopedSet split_min("SHM_SPLIT_MIN", "4096");
+  Side real = make_side();
+  if (!real.caps.rdv_data) GTEST_SKIP() << "no single copy here";
+  FakePeer fake(real);
+  auto inst = open(real, Track::large);
+  ASSERT_EQ(connect_to_fake(*inst, Track::large, fake, real), Status::ok);
+  // The real side accepted: it writes into ring 1 and claims there.
+  auto accept = word(fake.seg.map.data() + ctl_offset[1] + ctl_rdv_accept);
+  accept.store(7, std::memory_order_release);
+  std::vector<std::byte> target(1 << 20), data(1 << 20, std::byte{3});
+  ::iovec iov{data.data(), data.size()};
+  Packet s;
+  s.set_iovec(&iov, 1);
+  Rdv rdv;
+  rdv.can_pull = true;
+  rdv.iov_count = 1;
+  rdv.token = 7;
+  rdv.addr = reinterpret_cast<std::uintptr_t>(target.data());
+  rdv.capacity = target.size();
+  rdv.pid = static_cast<std::uint32_t>(::getpid());
+  encode_rdv(rdv, s);
+  const Status posted = inst->send_post(s);
+  if (posted != Status::in_progress) GTEST_SKIP() << "no split copy here: " << to_string(posted);
+  ASSERT_EQ(accept.load(), 7u | rdv_claimed);  // claimed, waiting for the pull
+  accept.store(0x1234, std::memory_order_release);
+  EXPECT_EQ(inst->send_wait(s, after_ms(3000)), Status::broken);
 }
 
 /// A skip record that does not run to the ring's end (a writer skips only to

@@ -241,6 +241,39 @@ TEST(ShmPair, LargeTrackPipelinedCopyWithoutSingleCopy) {
   stream_large(p, 1000, 1 << 20, false);
 }
 
+/// Posting again a large send the driver still holds (N3: the driver owns a
+/// posted packet until it is done): it was linked to itself in the send
+/// queue, its first fragments went twice, and the next failure of the
+/// instance looped for ever over the queue. It is now invalid_argument and
+/// the send goes on untouched.
+TEST(ShmPair, ALargeSendPostedAgainWhileQueuedIsInvalid) {
+  config::ScopedSet cma("SHM_CMA", "false");
+  config::ScopedSet ring("SHM_RING_SIZE", "64k");
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  const std::vector<std::byte> data = pattern(4 << 20, 7);
+  ::iovec siov{const_cast<std::byte*>(data.data()), data.size()};
+  Packet s;
+  s.set_iovec(&siov, 1);
+  ASSERT_EQ(p.ia->send_post(s), Status::in_progress);  // the ring holds 64 KiB of it
+  EXPECT_EQ(p.ia->send_post(s), Status::invalid_argument);
+  std::vector<std::byte> got(data.size() + 4096);
+  ::iovec riov;
+  Packet r;
+  ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+  Status rs = Status::in_progress, ss = Status::in_progress;
+  const Deadline end = after_ms(20000);
+  while ((rs == Status::in_progress || ss == Status::in_progress) && Clock::now() < end) {
+    if (ss == Status::in_progress) ss = p.ia->send_poll(s);
+    if (rs == Status::in_progress) rs = p.ib->recv_poll(r);
+  }
+  ASSERT_EQ(ss, Status::ok);
+  ASSERT_EQ(rs, Status::ok);
+  ASSERT_EQ(r.length, data.size());
+  EXPECT_EQ(0, std::memcmp(got.data(), data.data(), data.size()));
+  EXPECT_EQ(p.ia->disconnect(), Status::ok);
+}
+
 TEST(ShmPair, ScatteredReceiveTakesASingleCopyThroughItsIovecArray) {
   config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy at every size
   Pair p(Track::large);
