@@ -18,17 +18,22 @@
  *                            unpublish fail; a spawn (mcmd block) is refused
  *   pmi_client names2        the same in PMI-2 (name-publish, name-lookup,
  *                            name-unpublish, spawn)
+ *   pmi_client flood         PMI-1 requests for 1.5 s, no answer read;
+ *                            prints how much pier-run grew meanwhile
  *
  * Every read has a 20 s deadline. Prints "pmi rank R: ..." lines; exits 0 on
  * success, 3 when a barrier failed as the server closed the connection, 1 on
  * any other error. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static int fd = -1;
@@ -400,6 +405,57 @@ static int run_v2(void) {
   return 0;
 }
 
+static long rss_kib(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtol(line + 6, NULL, 10);
+  fclose(f);
+  return kib;
+}
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Requests sent for 1.5 s without reading a single answer: pier-run must
+ * stop reading this rank, not queue its answers without bound. */
+static int run_flood(void) {
+  v1_init();
+  const pid_t server = getppid();
+  usleep(100000);
+  const long before = rss_kib(server);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  static char batch[14 * 256];
+  for (int i = 0; i < 256; ++i) memcpy(batch + 14 * i, "cmd=get_maxes\n", 14);
+  size_t at = 0;
+  long sent = 0;
+  const double end = seconds_now() + 1.5;
+  double last_progress = seconds_now();
+  while (seconds_now() < end && seconds_now() - last_progress < 0.5) {
+    const ssize_t n = send(fd, batch + at, sizeof batch - at, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += n;
+      at = (at + (size_t)n) % sizeof batch;
+      last_progress = seconds_now();
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      break;
+    } else {
+      usleep(1000);
+    }
+  }
+  const long after = rss_kib(server);
+  if (before < 0 || after < 0) fail("cannot read pier-run's memory use");
+  printf("pmi rank %d: flood: %ld requests sent, pier-run grew by %ld KiB\n", rank, sent / 14,
+         after - before);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) fail("usage: pmi_client v1|v2|names1|names2|abort R|leave R");
@@ -410,6 +466,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "v2") == 0) return run_v2();
   if (strcmp(argv[1], "names1") == 0) return run_names1();
   if (strcmp(argv[1], "names2") == 0) return run_names2();
+  if (strcmp(argv[1], "flood") == 0) return run_flood();
   if (argc < 3) fail("usage: pmi_client abort R|leave R");
   int target = atoi(argv[2]);
   if (strcmp(argv[1], "abort") == 0) {

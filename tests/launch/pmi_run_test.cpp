@@ -61,6 +61,19 @@ TEST_P(PmiRanks, Pmi2NameServiceAndRefusedSpawn) {
   EXPECT_TRUE(has(o, "pmi rank 0: spawn refused: spawn is not supported by pier-run")) << o.output;
 }
 
+/// A rank that sends PMI requests and never reads the answers: pier-run
+/// queued every answer, growing by hundreds of MiB a second. It now stops
+/// reading that rank while 1 MiB of answers waits.
+TEST(PmiRun, RequestsNobodyAnswersDoNotGrowPierRunWithoutBound) {
+  const Outcome o = run({"flood"}, 1);
+  ASSERT_FALSE(o.timed_out) << o.output;
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  const auto at = o.output.find("pier-run grew by ");
+  ASSERT_NE(at, std::string::npos) << o.output;
+  const long kib = std::strtol(o.output.c_str() + at + 17, nullptr, 10);
+  EXPECT_LT(kib, 16 * 1024) << o.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, PmiRanks, ::testing::Values(2, 3, 4),
                          [](const auto& p) { return "n" + std::to_string(p.param); });
 
