@@ -320,6 +320,16 @@ void ShmInstance::check_peer() noexcept {
   absorb_gone();
 }
 
+bool ShmInstance::peer_present() noexcept {
+  // process_vm_* name the peer by pid, and a dead peer's pid may be
+  // another process's once it is reaped. The peer's end of our socket
+  // closes before that can happen: a socket without EOF proves the pid is
+  // still the peer's. One recvmsg, next to a copy of at least CMA_MIN bytes.
+  drain_socket();
+  absorb_gone();
+  return phase_ == Phase::connected;
+}
+
 void ShmInstance::drain_socket() noexcept {
   if (!sock_.valid() || peer_gone_.load(std::memory_order_relaxed)) return;
   for (int i = 0; i < 256; ++i) {

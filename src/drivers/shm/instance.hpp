@@ -67,6 +67,8 @@ class ShmInstance final : public driver::Instance {
   /// Reads what the peer sent on the socket: wake-ups, the reply, EOF. Only
   /// sets flags, so the context's thread may call it too.
   void drain_socket() noexcept;
+  /// Before a single copy: the peer is still the process behind its pid.
+  bool peer_present() noexcept;
 
  private:
   enum class Phase : std::uint8_t { unconnected, connecting, accepting, connected, failed, closed };

@@ -191,6 +191,7 @@ Status ShmInstance::progress_recv() noexcept {
 }
 
 bool ShmInstance::pull_split(const Split& sp) noexcept {
+  if (!peer_present()) return false;
   std::array<::iovec, 64> local;
   PieceList pieces{local.data(), 0, local.size(), false};
   const std::size_t covered =

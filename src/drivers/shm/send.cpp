@@ -245,6 +245,7 @@ void ShmInstance::pump_cma(driver::Packet& pkt) noexcept {
     pkt.driver_data[0] = send_frag;
     return;
   }
+  if (!peer_present()) return;  // fail() ended the queue, this send with it
   // Claim the receive: the receiver cancels by swapping its token for 0, so
   // exactly one of the two wins and a canceled buffer is never written.
   std::uint64_t expected = rdv->token;
@@ -338,6 +339,7 @@ bool ShmInstance::pump_split(driver::Packet& pkt) noexcept {
     fail(Status::broken);
     return true;
   }
+  if (!peer_present()) return true;
   const ::iovec rest{static_cast<std::byte*>(local[0].iov_base) + offset, want - offset};
   Result<std::size_t> w = cma_write_at(peer_pid_, std::span<const ::iovec>(&rest, 1),
                                        std::span<const ::iovec>(remote.data(), remote_n), offset);

@@ -2,12 +2,14 @@
 
 #include "driver/fd.hpp"
 
+#include "base/clock.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "drivers/tcp/instance.hpp"
 #include "drivers/tcp/local.hpp"
 #include "drivers/tcp/net.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -132,6 +134,7 @@ Result<std::vector<std::byte>> TcpContext::init() {
   bound.length = sizeof bound.storage;
   (void)::getsockname(listen_fd_, reinterpret_cast<::sockaddr*>(&bound.storage), &bound.length);
 
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   cancel_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || cancel_fd_ < 0) {
@@ -172,6 +175,7 @@ void TcpContext::close_fds() noexcept {
   handshakes_.clear();
   parked_.clear();
   close_fd(listen_fd_);
+  close_fd(spare_fd_);
   close_fd(epoll_fd_);
   close_fd(cancel_fd_);
 }
@@ -286,14 +290,46 @@ void TcpContext::drop_stale() noexcept {
              dropped, park_ms_);
 }
 
+void TcpContext::accept_starved(int err) noexcept {
+  // The connection stays queued and the listener readable: left so, every
+  // wait_any() and idle sleep would wake at once, for ever. The oldest
+  // connection that sent nothing gives up its descriptor; failing that the
+  // newcomer is taken with the spare descriptor and closed (a peer retries
+  // its connection; a stranger holding ours gains nothing).
+  const std::int64_t now = base::now_ns();
+  const bool say = now - accept_warned_ns_ > 1'000'000'000;
+  auto silent = std::find_if(handshakes_.begin(), handshakes_.end(),
+                             [](const Handshake& h) { return h.got == 0; });
+  if (silent != handshakes_.end()) {
+    close_fd(silent->fd);
+    handshakes_.erase(silent);
+  } else if (spare_fd_ >= 0) {
+    close_fd(spare_fd_);
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  } else {
+    // The spare could not be opened again (the whole system is out of
+    // descriptors): until it is, waits wake early here.
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  if (say) {
+    accept_warned_ns_ = now;
+    PIER_LOG(warn, "tcp", "accept failed: {}; a waiting connection was closed", std::strerror(err));
+  }
+}
+
 void TcpContext::accept_new() noexcept {
   if (!driver::readable_now(listen_fd_)) return;
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-        PIER_LOG(warn, "tcp", "accept failed: {}", std::strerror(errno));
-      if (errno == ECONNABORTED || errno == EINTR) continue;
+      const int err = errno;
+      if (err == ECONNABORTED || err == EINTR) continue;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+        return accept_starved(err);
+      if (err != EAGAIN && err != EWOULDBLOCK)
+        PIER_LOG(warn, "tcp", "accept failed: {}", std::strerror(err));
       return;
     }
     if (handshakes_.size() + parked_.size() >= max_handshakes_) {

@@ -84,6 +84,13 @@ class TcpContext final : public driver::Context {
 
   State state_ = State::fresh;
   int listen_fd_ = -1;
+  /// Held open to be given up when accept() finds no descriptor left: the
+  /// waiting connection is then taken and closed, or the listener stays
+  /// readable and every wait on it spins.
+  int spare_fd_ = -1;
+  std::int64_t accept_warned_ns_ = 0;
+  /// accept() failed for want of descriptors or memory: make room or shed.
+  void accept_starved(int err) noexcept;
   int epoll_fd_ = -1;
   int cancel_fd_ = -1;
   std::uint64_t id_ = 0;

@@ -6,13 +6,18 @@
 #include "tcp_helpers.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <thread>
+#include <vector>
 
 namespace pier::drivers::tcp::test {
 namespace {
@@ -434,6 +439,54 @@ TEST_F(TcpPair, WaitAnyDoesNotSpinWhileABufferIsLentOut) {
   ASSERT_EQ(got, Status::ok);
   EXPECT_EQ(next.buf_len, 10u);
   EXPECT_EQ(p.b->recv_buf_release(next), Status::ok);
+}
+
+/// accept() out of descriptors (EMFILE): the connection stayed queued, the
+/// listener readable, and wait_any() woke at once, for ever, logging a
+/// warning each turn. The context now gives up a spare descriptor to take
+/// the connection and close it.
+TEST_F(TcpPair, RunningOutOfDescriptorsDoesNotMakeWaitAnySpin) {
+  expect_warnings_ = true;
+  Result<Url> target = decode_url(y_.url);
+  ASSERT_TRUE(target);
+  ASSERT_EQ(target->family, 4);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  ::sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(target->port);
+  std::memcpy(&sin.sin_addr, target->address.data(), 4);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<::sockaddr*>(&sin), sizeof sin), 0);
+  // Every descriptor taken: a soft limit just above the highest one open.
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  int highest = 0;
+  for (int probe = 0; probe < 4096; ++probe)
+    if (::fcntl(probe, F_GETFD) != -1) highest = probe;
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(highest + 16);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> held;
+  for (int d; (d = ::dup(fd)) >= 0;) held.push_back(d);
+  const int why = errno;
+  auto cpu = [] {
+    ::timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+  };
+  driver::Instance* ready = nullptr;
+  const auto before = cpu();
+  const Status waited = y_.ctx->wait_any(&ready, Clock::now() + std::chrono::milliseconds(300));
+  const auto used_ms = (cpu() - before) / 1000000;
+  for (int d : held) ::close(d);
+  (void)::setrlimit(RLIMIT_NOFILE, &old);
+  ::close(fd);
+  EXPECT_EQ(why, EMFILE);
+  EXPECT_EQ(waited, Status::timeout);
+  EXPECT_LT(used_ms, 100) << "wait_any spun for its whole 300 ms";
+  // The context still takes real peers.
+  Pair p = connect_pair(x_, y_);
+  EXPECT_TRUE(p.a && p.b);
 }
 
 TEST_F(TcpPair, CancelAnyEndsAWaitInAnotherThread) {
