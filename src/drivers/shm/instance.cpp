@@ -64,6 +64,7 @@ Status ShmInstance::connect_async(std::span<const std::byte> remote_url) {
     return st == Status::ok ? Status::in_progress : st;
   }
   phase_ = Phase::accepting;
+  call_back_at_ = driver::Clock::now();  // eager: the first probe_peer() 100 ms from now
   ctx_->progress_accept();
   call_back_due_ = ctx_->settings().on_demand && phase_ == Phase::accepting;
   call_back();
@@ -89,6 +90,18 @@ void ShmInstance::call_back() noexcept {
   // Read by the peer before it sees our end close; a full socket buffer
   // on a fresh connection cannot happen.
   (void)send_message(sock->get(), encode_hello(hello));
+}
+
+void ShmInstance::probe_peer() noexcept {
+  // Eager set-up: the peer connects to us and nobody calls it back, so a
+  // peer that died before connecting kept us accepting for ever. Its socket
+  // name is unbound once it is gone; a connection closed at once, before
+  // any hello, is dropped by a live peer without a word.
+  call_back_at_ = driver::Clock::now();
+  Result<Fd> sock = seqpacket_socket();
+  if (!sock) return;
+  const Status st = connect_abstract(sock->get(), socket_name(remote_.pid, remote_.nonce));
+  if (st == Status::broken) fail(Status::broken);
 }
 
 Status ShmInstance::start_connector() noexcept {
@@ -247,6 +260,9 @@ Status ShmInstance::connect_wait(driver::Deadline deadline) {
           call_back_due_ = true;
         call_back();
         ctx_->progress_accept();
+        if (phase_ == Phase::accepting && !ctx_->settings().on_demand &&
+            driver::Clock::now() - call_back_at_ > std::chrono::milliseconds(100))
+          probe_peer();
         if (phase_ != Phase::accepting) continue;
         break;
     }

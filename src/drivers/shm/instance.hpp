@@ -80,6 +80,7 @@ class ShmInstance final : public driver::Instance {
   /// call-back hello on a connection of its own); retried while the peer's
   /// backlog is full.
   void call_back() noexcept;
+  void probe_peer() noexcept;
   bool call_back_due_ = false;
   /// When the last call back left: repeated while accepting, since the peer
   /// may have dropped it.

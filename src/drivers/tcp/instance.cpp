@@ -70,6 +70,7 @@ Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
   }
   if (acceptor) {
     if (ctx_.on_demand() && state_ == State::accepting) start_call_back(*url);
+    call_back_at_ = std::chrono::steady_clock::now();  // eager: the first probe 100 ms on
     return Status::ok;
   }
 
@@ -96,6 +97,7 @@ Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
 void TcpInstance::close_call_back() noexcept {
   if (call_back_fd_ >= 0) ::close(call_back_fd_);
   call_back_fd_ = -1;
+  probing_ = false;
 }
 
 void TcpInstance::start_call_back(const Url& url) noexcept {
@@ -118,7 +120,36 @@ void TcpInstance::start_call_back(const Url& url) noexcept {
   progress_call_back();
 }
 
+void TcpInstance::start_probe(const Url& url) noexcept {
+  // Eager set-up: the peer connects to us and nobody calls it back, so a
+  // peer that died before connecting kept us accepting for ever. Its
+  // listener refuses a connection once it is gone; a live one takes it and
+  // drops it quietly when it closes before any hello.
+  call_back_at_ = std::chrono::steady_clock::now();
+  const SockAddr addr = to_sockaddr(url);
+  call_back_fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (call_back_fd_ < 0) return;
+  probing_ = true;
+  if (::connect(call_back_fd_, addr.get(), addr.length) != 0 && errno != EINPROGRESS) {
+    const int err = errno;
+    close_call_back();
+    fail(Status::broken, err);
+    return;
+  }
+  progress_call_back();
+}
+
 void TcpInstance::progress_call_back() noexcept {
+  if (probing_ && call_back_fd_ >= 0) {
+    ::pollfd p{call_back_fd_, POLLOUT, 0};
+    if (::poll(&p, 1, 0) == 0) return;  // still connecting
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(call_back_fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = 0;
+    close_call_back();
+    if (err != 0) fail(Status::broken, err);
+    return;
+  }
   while (call_back_fd_ >= 0 && hello_sent_ < hello_.size()) {
     const ssize_t n = ::send(call_back_fd_, hello_.data() + hello_sent_,
                              hello_.size() - hello_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -147,9 +178,13 @@ void TcpInstance::progress_connect() noexcept {
   if (state_ == State::accepting) {
     if (call_back_fd_ >= 0) {
       progress_call_back();
-    } else if (ctx_.on_demand() &&
-               std::chrono::steady_clock::now() - call_back_at_ > std::chrono::milliseconds(100)) {
-      if (Result<Url> url = decode_url(remote_)) start_call_back(*url);
+    } else if (std::chrono::steady_clock::now() - call_back_at_ > std::chrono::milliseconds(100)) {
+      if (Result<Url> url = decode_url(remote_)) {
+        if (ctx_.on_demand())
+          start_call_back(*url);
+        else
+          start_probe(*url);
+      }
     }
     ctx_.progress_accepts();
     return;

@@ -78,6 +78,7 @@ class TcpInstance final : public driver::Instance {
   /// An acceptor of an on-demand context asks the peer to connect: a short
   /// connection carrying a call-back hello (sent from progress_connect()).
   void start_call_back(const Url& url) noexcept;
+  void start_probe(const Url& url) noexcept;
   void progress_call_back() noexcept;
   void become_connected() noexcept;
   void fail(Status why, int err) noexcept;
@@ -112,6 +113,7 @@ class TcpInstance final : public driver::Instance {
   std::array<std::byte, hello_frame_size> hello_{};
   std::size_t hello_sent_ = hello_frame_size;
   int call_back_fd_ = -1;  ///< acceptor side: the call-back hello's connection
+  bool probing_ = false;   ///< ...or, set up eagerly, a bare probe of the peer's listener
   /// When the last call back started: repeated while accepting, since the
   /// peer may have dropped it (its backlog full, its context busy).
   std::chrono::steady_clock::time_point call_back_at_{};

@@ -246,6 +246,22 @@ TEST(ShmHostile, JunkInTheRendezvousWordEndsASplitSend) {
   EXPECT_EQ(inst->send_wait(s, after_ms(3000)), Status::broken);
 }
 
+/// Eager set-up (nobody calls back): the side that accepts waited for ever
+/// for a peer that died before connecting (connect_wait answered timeout
+/// and the core's gate stayed connecting). The peer's socket name, unbound
+/// once it is gone, now ends the wait broken.
+TEST(ShmHostile, AnAcceptorLearnsThatItsPeerDiedBeforeConnecting) {
+  Side real = make_side();
+  FakePeer fake(real);  // never connects, and nothing listens under its name
+  auto inst = open(real, Track::small);
+  ASSERT_EQ(inst->connect_async(fake.url_bytes), Status::in_progress);
+  Status st = Status::timeout;
+  const auto end = Clock::now() + std::chrono::seconds(3);
+  while ((st == Status::timeout || st == Status::in_progress) && Clock::now() < end)
+    st = inst->connect_wait(after_ms(50));
+  EXPECT_EQ(st, Status::broken);
+}
+
 /// A skip record that does not run to the ring's end (a writer skips only to
 /// wrap): a peer writing short skips one after another kept the reader
 /// consuming for as long as it wrote them. It now breaks the instance.

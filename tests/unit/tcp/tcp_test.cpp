@@ -489,6 +489,29 @@ TEST_F(TcpPair, RunningOutOfDescriptorsDoesNotMakeWaitAnySpin) {
   EXPECT_TRUE(p.a && p.b);
 }
 
+/// Eager set-up (nobody calls back): the side that accepts waited for ever
+/// for a peer that died before connecting (connect_wait answered timeout,
+/// the core's gate stayed connecting). A probe of the peer's listener, which
+/// refuses once the peer is gone, now ends it broken.
+TEST_F(TcpPair, AnAcceptorLearnsThatItsPeerDiedBeforeConnecting) {
+  expect_warnings_ = true;
+  // An IPv6 url sorts after y's IPv4 one: y accepts. Nothing listens there.
+  Url fake;
+  fake.family = 6;
+  fake.port = 9;
+  fake.context_id = 77;
+  fake.address[15] = std::byte{1};
+  const UrlBytes fake_url = encode_url(fake);
+  auto iy = y_.ctx->open_instance(Track::small);
+  ASSERT_TRUE(iy);
+  ASSERT_EQ((*iy)->connect_async(fake_url), Status::ok);
+  Status st = Status::timeout;
+  const auto end = Clock::now() + std::chrono::seconds(3);
+  while ((st == Status::timeout || st == Status::in_progress) && Clock::now() < end)
+    st = (*iy)->connect_wait(Clock::now() + std::chrono::milliseconds(50));
+  EXPECT_EQ(st, Status::broken);
+}
+
 TEST_F(TcpPair, CancelAnyEndsAWaitInAnotherThread) {
   Pair p = connect_pair(x_, y_);
   ASSERT_TRUE(p.a && p.b);
