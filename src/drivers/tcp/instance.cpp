@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -254,6 +255,12 @@ Status TcpInstance::connect_wait(driver::Deadline deadline) {
 void TcpInstance::release_fd() noexcept {
   if (fd_ < 0) return;
   if (track_ == driver::Track::small && state_ == State::connected) ctx_.unwatch(fd_);
+  // close() with input unread resets the connection, and a reset throws
+  // away our own queued bytes: packets whose send_post() answered ok would
+  // never reach the peer. Read what is there first.
+  std::array<std::byte, 16384> sink;
+  for (int i = 0; i < 256; ++i)
+    if (::recv(fd_, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
   ::close(fd_);
   fd_ = -1;
 }
@@ -276,7 +283,8 @@ Status TcpInstance::disconnect() {
   if (state_ == State::idle) return Status::invalid_argument;
   if (state_ == State::closed) return Status::ok;
   close_call_back();
-  if (state_ == State::connected && fd_ >= 0) (void)::shutdown(fd_, SHUT_RDWR);
+  // Our FIN follows what is queued: the peer drains it, then sees closed.
+  if (state_ == State::connected && fd_ >= 0) (void)::shutdown(fd_, SHUT_WR);
   if (state_ != State::broken) {
     fail(Status::closed, 0);
   } else {
