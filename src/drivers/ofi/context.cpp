@@ -1,5 +1,6 @@
 #include "drivers/ofi/context.hpp"
 
+#include "base/clock.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "drivers/ofi/instance.hpp"
@@ -11,6 +12,7 @@
 #include <rdma/fi_tagged.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -153,6 +155,18 @@ bool OfiContext::mr_virt_addr() const noexcept {
 bool OfiContext::mr_endpoint() const noexcept {
   return (choice_.info->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
 }
+std::uint64_t OfiContext::next_mr_key() noexcept {
+  std::uint64_t key = 0;
+  if (::getrandom(&key, sizeof key, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof key)) {
+    // No entropy yet (early boot): the clock's low bits, mixed, beat a count.
+    key = static_cast<std::uint64_t>(base::now_ns()) * 0x9e3779b97f4a7c15ULL;
+    key ^= key >> 29;
+  }
+  const std::size_t size = choice_.info->domain_attr->mr_key_size;
+  if (size != 0 && size < sizeof key) key &= (std::uint64_t{1} << (8 * size)) - 1;
+  return key == 0 ? 1 : key;
+}
+
 bool OfiContext::mr_prov_key() const noexcept {
   return (choice_.info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
 }

@@ -92,7 +92,10 @@ class OfiContext final : public driver::Context {
   bool mr_virt_addr() const noexcept;
   bool mr_endpoint() const noexcept;
   bool mr_prov_key() const noexcept;
-  std::uint64_t next_mr_key() noexcept { return next_mr_key_++; }
+  /// A registration key no peer can guess from the keys it was given: they
+  /// ran 1, 2, 3..., and a peer could aim an RMA write at a receive offered
+  /// to another peer.
+  std::uint64_t next_mr_key() noexcept;
   std::size_t send_queue() const noexcept { return send_queue_; }
   std::uint64_t credits() const noexcept { return credits_; }
   std::size_t max_packet() const noexcept { return max_packet_; }
@@ -196,7 +199,6 @@ class OfiContext final : public driver::Context {
   std::uint64_t id_ = 0;
   std::uint32_t next_instance_ = 1;
   std::uint32_t cookie_ = 0;
-  std::uint64_t next_mr_key_ = 1;
   std::size_t send_queue_ = 256;
   std::uint64_t credits_ = 128;
   std::size_t max_packet_ = 65536;

@@ -32,8 +32,11 @@ bool OfiInstance::recv_ended_by_peer() const noexcept {
 Status OfiInstance::register_recv(driver::Packet& pkt) noexcept {
   void* base = pkt.iov[0].iov_base;
   const std::size_t len = pkt.iov[0].iov_len;
-  const std::uint64_t key = ctx_.mr_prov_key() ? 0 : ctx_.next_mr_key();
-  int rc = fi_mr_reg(ctx_.domain(), base, len, FI_REMOTE_WRITE, 0, key, 0, &mr_, nullptr);
+  int rc = -FI_ENOKEY;
+  for (int tries = 0; rc == -FI_ENOKEY && tries < 8; ++tries) {  // a random key already taken
+    const std::uint64_t key = ctx_.mr_prov_key() ? 0 : ctx_.next_mr_key();
+    rc = fi_mr_reg(ctx_.domain(), base, len, FI_REMOTE_WRITE, 0, key, 0, &mr_, nullptr);
+  }
   if (rc == 0 && ctx_.mr_endpoint()) {
     rc = fi_mr_bind(mr_, &ctx_.ep()->fid, 0);
     if (rc == 0) rc = fi_mr_enable(mr_);

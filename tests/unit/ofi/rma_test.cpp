@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "drivers/ofi/codec.hpp"
@@ -135,6 +136,49 @@ TEST_P(OfiRma, ForgedRendezvousGoesByMessage) {
   EXPECT_EQ(rs, Status::ok);
   EXPECT_EQ(r.length, mib);
   EXPECT_TRUE(same(dst, 6));
+}
+
+/// Registration keys ran 1, 2, 3 in a context: a peer could take its own
+/// receive's key, add one, and write into the receive the same process had
+/// offered another peer. Keys are now random.
+TEST_P(OfiRma, AGuessedKeyNeverReachesAReceiveOfferedToAnotherPeer) {
+  if (GetParam() == "shm")
+    GTEST_SKIP() << "libfabric's shm provider checks no key (it writes by process_vm_writev, "
+                    "which a same-user peer on this host could call itself)";
+  Node z;
+  ASSERT_EQ(make_node(GetParam(), z), Status::ok);
+  Link zl;
+  ASSERT_EQ(connect(z, y_, Track::large, zl), Status::ok);
+  std::vector<std::byte> for_x(mib), for_z(mib, std::byte{0x5a}), src(mib);
+  ::iovec ix{for_x.data(), mib}, iz{for_z.data(), mib};
+  Packet rx, rz;
+  rx.set_iovec(&ix, 1);
+  rz.set_iovec(&iz, 1);
+  ASSERT_EQ(l_.b->recv_post(rx), Status::in_progress);
+  ASSERT_EQ(zl.b->recv_post(rz), Status::in_progress);
+  Result<Rdv> kx = decode_rdv(rx), kz = decode_rdv(rz);
+  ASSERT_TRUE(kx.has_value() && kz.has_value());
+  Rdv guess = *kx;
+  guess.key = kx->key + 1;
+  guess.address = kz->address;
+  Packet s;
+  encode_rdv(guess, s);
+  fill(src, 7);
+  ::iovec siov{src.data(), mib};
+  s.set_iovec(&siov, 1);
+  Status ss = l_.a->send_post(s);
+  for (const auto end = soon(); ss == Status::in_progress && Clock::now() < end;) {
+    ss = l_.a->send_poll(s);
+    (void)l_.b->recv_poll(rx);
+    (void)zl.b->recv_poll(rz);
+  }
+  EXPECT_TRUE(std::all_of(for_z.begin(), for_z.end(), [](std::byte b) {
+    return b == std::byte{0x5a};
+  })) << "a write with a guessed key landed in another peer's receive";
+  (void)l_.b->recv_cancel(rx);
+  (void)zl.b->recv_cancel(rz);
+  zl = {};
+  EXPECT_EQ(z.ctx->close(), Status::ok);
 }
 
 TEST_P(OfiRma, LongerSendTruncatesIntoTheRegisteredReceive) {
