@@ -100,8 +100,10 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
       completions_(std::bit_ceil(std::size_t{settings_.send_msgs} + settings_.recv_msgs + 8)) {
   // Each live state yields at most one completion and a send may finish at
   // once (the fast path holds no state): keeping live sends plus queued
-  // completions under send_msgs + 8 leaves the receive states their share
-  // of the ring, so it never overflows.
+  // completions under send_msgs + 8 bounds the sends. Receives are not
+  // bounded by their states (an eager message answered in lib_parse frees
+  // its state at once): poll_small_recv takes a packet only while live
+  // states plus queued completions leave a slot (completion_room()).
   send_budget_ = std::size_t{settings.send_msgs} + 8;
   // Each peer holds at most its grant of receive states (acquire_incoming);
   // a pool smaller than every grant together is shared at peak, and the

@@ -81,6 +81,14 @@ class Core::Impl {
 
   // --- receive (receive.cpp) ---
   void poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept;
+  /// Delivers the stashed packets of `p` that are now in sequence;
+  /// `advanced`: a packet in sequence just came (the hole moved).
+  Status drain_stash(Gate& gate, Priority& p, bool advanced) noexcept;
+  /// Room in the finalize ring for one more arrival: every live state will
+  /// queue one completion, and an arrival adds at most one.
+  bool completion_room() const noexcept {
+    return completion_count_ + sends_.outstanding() + recvs_.outstanding() < completions_.size();
+  }
   /// One whole small packet. `stable`: the bytes outlive this call.
   Status on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept;
   /// An eager or rts packet in sequence. `slot`: the stash slot holding

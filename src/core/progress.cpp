@@ -99,6 +99,15 @@ void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
     if (!r.inflight.empty()) poll_inflight(gate, r);
     if (!r.large_send.empty() || !r.large_recv.empty()) large_step(gate, r);
   }
+  // Stashed packets in sequence left behind when the finalize ring was full.
+  for (Priority& p : gate.prio) {
+    if (p.stash.empty() || gate.state != GateState::connected) continue;
+    if (const Status s = drain_stash(gate, p, false); s != Status::ok) {
+      PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
+      fail_gate(gate, s);
+      break;
+    }
+  }
   if (gate.acks_waiting && gate.state != GateState::failed) {
     gate.acks_waiting = false;
     for (Incoming* in = gate.recvs; in;) {

@@ -14,6 +14,12 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
   // A bounded batch, so one busy peer cannot starve the others.
   while (budget-- > 0) {
     if (rail.state != RailState::connected || rail.dying || gate.state == GateState::failed) return;
+    // Each arrival may queue one completion, and an eager message answered
+    // in lib_parse frees its state for the next packet of this pass: taken
+    // without limit, a pass overran the finalize ring (cookies finalized
+    // twice, others never). What waits stays in the driver for the next
+    // pass, after this one's completions ran.
+    if (!completion_room()) return;
     driver::Instance& inst = *rail.small;
     Status s;
     if (rail.props.caps.recv_buf) {
@@ -98,8 +104,14 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
   quiet_arrival_ = h.type == wire::PacketType::eager && p.stash.empty();
   Status s = on_ordered(gate, h, payload, -1);
   if (s != Status::ok) return s;
-  // Anything stashed that is now in sequence.
-  for (bool found = true; found && !p.stash.empty();) {
+  return drain_stash(gate, p, true);
+}
+
+Status Core::Impl::drain_stash(Gate& gate, Priority& p, bool advanced) noexcept {
+  // Anything stashed that is now in sequence, while the finalize ring has
+  // room (the rest waits for visit(): the gate stays busy while it stashes).
+  bool moved = advanced;
+  for (bool found = true; found && !p.stash.empty() && completion_room();) {
     found = false;
     for (std::size_t i = 0; i < p.stash.size(); ++i) {
       if (p.stash[i].sequence != p.recv_seq) continue;
@@ -107,13 +119,18 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
       p.stash[i] = p.stash.back();
       p.stash.pop_back();
       const std::span<const std::byte> held(gate.slot(st.slot), st.len);
-      s = on_ordered(gate, st.frame, held.subspan(wire::FrameHeader::size), st.slot);
+      const Status s = on_ordered(gate, st.frame, held.subspan(wire::FrameHeader::size), st.slot);
       if (s != Status::ok) return s;
-      found = true;
+      found = moved = true;
       break;
     }
   }
-  p.stash_since_ns = p.stash.empty() ? 0 : base::now_ns();
+  // The hole's clock restarts only when the hole moved: visit() calls this
+  // every pass, and a timer restarted each time would never fire.
+  if (p.stash.empty())
+    p.stash_since_ns = 0;
+  else if (moved)
+    p.stash_since_ns = base::now_ns();
   return Status::ok;
 }
 

@@ -44,6 +44,37 @@ TEST(Credits, SenderStopsAtTheGrantAndGetsEveryCreditBack) {
   EXPECT_GE(c.cores[1]->stats().credit_packets, 1u);
 }
 
+/// The finalize ring is sized for one completion per live message state,
+/// but an eager message answered in lib_parse frees its state at once and
+/// the next packet of the same pass takes it again: one pass taking more
+/// arrivals than the ring holds overwrote completions not yet run, so some
+/// cookies were finalized twice and others never. A pass now stops taking
+/// packets while the ring has no room (they wait in the driver).
+TEST(Finalize, APassTakingMoreArrivalsThanTheRingHoldsFinalizesEachOnce) {
+  config::ScopedSet sends("CORE_SEND_MSGS", "1");
+  config::ScopedSet recvs("CORE_RECV_MSGS", "1");  // a ring of 16 completions
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  std::vector<std::vector<std::byte>> data;
+  for (int i = 0; i < 20; ++i) data.push_back(pattern(8, static_cast<unsigned>(i)));
+  // Rank 1 is not progressed: the packets wait in its driver.
+  for (int i = 0; i < 20; ++i) {
+    void* cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(0x100 + i));
+    Status st;
+    const auto end = base::Deadline::after_ms(10000);
+    while ((st = c.send(0, 1, data[static_cast<std::size_t>(i)], cookie)) == Status::no_resource &&
+           !end.expired())
+      (void)c.cores[0]->progress();
+    ASSERT_EQ(st, Status::ok) << i;
+  }
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->parsed.size() == 20; }));
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() >= 20; }));
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(c.clients[1]->finalize_count[Recorder::cookie_of(static_cast<std::size_t>(i))], 1)
+        << "message " << i;
+  EXPECT_EQ(c.clients[1]->finalized.size(), 20u);
+}
+
 TEST(Credits, HighPriorityIsNeverBlockedByLow) {
   config::ScopedSet credits("CORE_CREDITS", "2");
   Cluster c(2, "self");
