@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -304,6 +305,61 @@ TEST(PierRun, AnIgnoredSigchldDoesNotHideTheRanks) {
   EXPECT_LT(took, std::chrono::seconds(4));
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 3);
+}
+
+namespace {
+/// Whether `pid` is still a live process (a zombie nobody reaps is not).
+bool alive(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char text[512] = {};
+  const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
+  std::fclose(f);
+  const char* paren = std::strrchr(text, ')');
+  return n > 0 && paren != nullptr && paren[1] == ' ' && paren[2] != 'Z';
+}
+}  // namespace
+
+/// pier-run killed outright (SIGKILL): its ranks died with it
+/// (PR_SET_PDEATHSIG), but what they had started ran on, adopted by init.
+/// A watchdog process now kills the ranks' process groups.
+TEST(PierRun, WhatRanksStartedEndsWhenPierRunIsKilled) {
+  char dir[] = "/tmp/pier_run_killed_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/pid";
+  const std::string script = "sleep 300 & echo $! > " + file + "; wait";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+    ::execl(PIER_RUN_PATH, PIER_RUN_PATH, "-n", "1", "--timeout", "60", "/bin/sh", "-c",
+            script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  pid_t sleeper = 0;
+  for (int i = 0; i < 500 && sleeper <= 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::FILE* f = std::fopen(file.c_str(), "r")) {
+      long v = 0;
+      if (std::fscanf(f, "%ld", &v) == 1) sleeper = static_cast<pid_t>(v);
+      std::fclose(f);
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  (void)::waitpid(pid, &status, 0);
+  ASSERT_GT(sleeper, 0) << "the rank never started its sleep";
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = !alive(sleeper);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!gone) ::kill(sleeper, SIGKILL);  // the test leaves nothing behind either
+  EXPECT_TRUE(gone) << "pid " << sleeper << " outlived pier-run";
+  std::remove(file.c_str());
+  ::rmdir(dir);
 }
 
 /// A large -n with a soft descriptor limit below what it needs (each rank

@@ -233,6 +233,11 @@ class Job {
   /// exec'd pier-run): not the job's, never signalled.
   std::vector<pid_t> inherited_;
   bool said_out_of_descriptors_ = false;
+  /// The watchdog (see start_watchdog): its pid and our end of its pipe.
+  pid_t watchdog_pid_ = -1;
+  int watchdog_fd_ = -1;
+  void start_watchdog();
+  void tell_watchdog(pid_t group) noexcept;
 };
 
 /// Answers queued for one connection beyond which it is not read any more
@@ -241,6 +246,7 @@ class Job {
 constexpr std::size_t max_pending_answers = 256;
 
 Job::~Job() {
+  tell_watchdog(0);  // an early return: nothing of the job is left to end
   for (auto& [fd, conn] : conns_) ::close(fd);
   for (auto& r : ranks_)
     for (int fd : r.pipes)
@@ -355,6 +361,7 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
     return false;
   }
   ::setpgid(pid, pid);  // both sides set it, so no signal races the child's own call
+  tell_watchdog(pid);
   r.pid = pid;
   r.running = true;
   for (int i = 0; i < 2; ++i) {
@@ -377,11 +384,66 @@ bool Job::spawn(std::uint32_t rank, const std::vector<::cpu_set_t>& cores) {
   return true;
 }
 
+/// pier-run killed outright (SIGKILL, the OOM killer) cannot end the job:
+/// a rank dies with it (PR_SET_PDEATHSIG), but what the rank started does
+/// not, and init adopts it. A small process forked first holds the only
+/// read end of a pipe that pier-run writes each rank's process group to;
+/// at end of file, unless pier-run said the job ended (group 0), it kills
+/// every group. Forked before any thread (only then may a child allocate),
+/// with pier-run's signals blocked, so a terminal's ^C does not take it.
+void Job::start_watchdog() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return;
+  std::vector<pid_t> groups;
+  groups.reserve(opt_.ranks);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(p[0]);
+    ::close(p[1]);
+    return;
+  }
+  if (pid == 0) {
+    ::close(p[1]);
+    if (p[0] != 3) {
+      ::dup2(p[0], 3);  // no O_CLOEXEC on the copy, none needed: no exec
+      ::close(p[0]);
+    }
+    (void)::close_range(4, ~0u, 0);
+    for (;;) {
+      pid_t group = 0;
+      const ::ssize_t n = ::read(3, &group, sizeof group);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == static_cast<::ssize_t>(sizeof group)) {
+        if (group == 0) ::_exit(0);  // the job ended in order
+        if (groups.size() < groups.capacity()) groups.push_back(group);
+        continue;
+      }
+      break;  // end of file: pier-run is gone
+    }
+    for (pid_t g : groups) ::kill(-g, SIGKILL);
+    ::_exit(0);
+  }
+  ::close(p[0]);
+  watchdog_pid_ = pid;
+  watchdog_fd_ = p[1];
+}
+
+void Job::tell_watchdog(pid_t group) noexcept {
+  if (watchdog_fd_ < 0) return;
+  (void)!::write(watchdog_fd_, &group, sizeof group);
+  if (group == 0) {
+    ::close(watchdog_fd_);
+    watchdog_fd_ = -1;
+  }
+}
+
 int Job::run() {
   raise_fd_limit();
-  if (!block_signals() || !listen_socket() || !pmi_.start()) return exit_cannot_start;
+  if (!block_signals()) return exit_cannot_start;
+  start_watchdog();
+  if (!listen_socket() || !pmi_.start()) return exit_cannot_start;
   // What a rank leaves running when it exits becomes ours, not init's:
-  // it ends with the job.
+  // it ends with the job. (The watchdog is ours too, but never the job's.)
   inherited_ = own_children({});
   if (!become_subreaper())
     say("cannot become the ranks' subreaper; what they leave running may outlive the job");
@@ -397,6 +459,7 @@ int Job::run() {
     }
   }
   loop();
+  tell_watchdog(0);
   return exit_code_;
 }
 

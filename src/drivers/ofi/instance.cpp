@@ -152,6 +152,13 @@ void OfiInstance::on_bye(const Control& c) noexcept {
     fail(Status::broken);
     return;
   }
+  if (c.value < consumed_) {
+    // It says it sent fewer packets than we already took: a lie or a bug,
+    // and receives would wait for a count that went past.
+    PIER_LOG(warn, "ofi", "a bye counting {} packets after {} arrived", c.value, consumed_);
+    fail(Status::broken);
+    return;
+  }
   peer_bye_ = true;
   peer_sent_total_ = c.value;
   // The receive posted now ends once what the peer sent has been taken.
@@ -165,6 +172,13 @@ void OfiInstance::on_bye(const Control& c) noexcept {
 }
 
 void OfiInstance::on_credit(const Control& c) noexcept {
+  if (c.value > sent_) {
+    // Credit for packets never sent: sent_ - peer_consumed_ would wrap, and
+    // every send answer no_resource for ever.
+    PIER_LOG(warn, "ofi", "a credit for {} packets when {} were sent", c.value, sent_);
+    fail(Status::broken);
+    return;
+  }
   peer_consumed_ = std::max(peer_consumed_, c.value);
 }
 
@@ -191,6 +205,18 @@ void OfiInstance::on_peer_gone() noexcept {
   }
   // Sends to a peer that left in order end closed; receives drain first.
   ctx_.fail_ops(this, Status::closed);
+  // What it sent before it went was taken (the context read the queue
+  // first). A receive still waiting ends now: closed when the bye's count
+  // was reached, broken when a counted packet never came (a write lost
+  // with a canceled receive); it waited for ever before.
+  const Status why = recv_ended_by_peer() ? Status::closed : Status::broken;
+  if (user_ != nullptr && !has_packet()) end_user(why);
+  if (recv_op_ != nullptr && !recv_op_->done) {
+    cancel_recv_op();
+    recv_op_->done = true;
+    recv_op_->status = why;
+    close_mr();
+  }
 }
 
 void OfiInstance::flush_control() noexcept {

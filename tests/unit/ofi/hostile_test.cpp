@@ -9,6 +9,9 @@
 #include <cstring>
 
 #include "base/config.hpp"
+#include "drivers/ofi/codec.hpp"
+#include "drivers/ofi/context.hpp"
+#include "drivers/ofi/instance.hpp"
 #include "ofi_helpers.hpp"
 
 namespace pier::drivers::ofi::test {
@@ -216,6 +219,103 @@ TEST_P(OfiDestroy, AContextClosedInThisProcessIsAPeerGone) {
   EXPECT_EQ(rs, Status::closed) << "an orderly close is not a death";
   l.a.reset();
   EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+/// Counts a control message cannot truthfully carry, handed to the
+/// instance as the context would: a credit for more packets than were
+/// sent made sent - credited wrap, so every later send answered
+/// no_resource for ever; a bye counting fewer packets than already arrived
+/// left receives waiting for a count gone past. Both now break the
+/// instance.
+TEST_P(OfiDestroy, ImpossibleCountsFromThePeerBreakTheInstance) {
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  std::vector<std::byte> src(8, std::byte{1}), dst(8);
+  ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+  Packet s, r;
+  s.set_iovec(&siov, 1);
+  r.set_iovec(&riov, 1);
+  Status ss = l.a->send_post(s), rs = l.b->recv_post(r);
+  ASSERT_EQ(finish(*l.a, s, &ss, *l.b, r, &rs), Status::ok);
+  ASSERT_EQ(rs, Status::ok);
+  auto* a = dynamic_cast<OfiInstance*>(l.a.get());
+  auto* b = dynamic_cast<OfiInstance*>(l.b.get());
+  ASSERT_TRUE(a && b);
+  Control credit;
+  credit.type = ControlType::credit;
+  credit.value = std::uint64_t{1} << 40;
+  {
+    std::lock_guard lock(dynamic_cast<OfiContext&>(*x.ctx).mutex());
+    a->on_credit(credit);
+  }
+  Packet s2;
+  s2.set_iovec(&siov, 1);
+  EXPECT_EQ(l.a->send_post(s2), Status::broken);
+  Control bye;
+  bye.type = ControlType::bye;
+  bye.value = 0;  // one packet already arrived
+  {
+    std::lock_guard lock(dynamic_cast<OfiContext&>(*y.ctx).mutex());
+    b->on_bye(bye);
+  }
+  Packet r2;
+  r2.set_iovec(&riov, 1);
+  EXPECT_EQ(l.b->recv_post(r2), Status::broken);
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+/// A receive waiting for a packet the peer's bye counted but that never
+/// came (its write went to a receive canceled meanwhile) waited for ever,
+/// even once the peer was gone. It now ends when the peer goes.
+TEST_P(OfiDestroy, AReceiveWaitingForAPacketThatNeverCameEndsWhenThePeerGoes) {
+  config::ScopedSet often("OFI_KEEPALIVE_MS", "5");
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  if (!x.props.caps.rdv_data) GTEST_SKIP() << "no RMA rendezvous on " << GetParam();
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::large, l), Status::ok);
+  std::vector<std::byte> first(4096), second(4096), src(4096, std::byte{3});
+  ::iovec i1{first.data(), first.size()}, i2{second.data(), second.size()};
+  ::iovec siov{src.data(), src.size()};
+  Packet r1, r2, s;
+  r1.set_iovec(&i1, 1);
+  r2.set_iovec(&i2, 1);
+  ASSERT_EQ(l.b->recv_post(r1), Status::in_progress);
+  ASSERT_EQ(l.b->recv_cancel(r1), Status::ok);
+  ASSERT_EQ(l.b->recv_poll(r1), Status::canceled);
+  ASSERT_EQ(l.b->recv_post(r2), Status::in_progress);
+  s.set_iovec(&siov, 1);
+  s.rdv_data = r1.rdv_data;  // the canceled receive's
+  s.rdv_len = r1.rdv_len;
+  Status ss = l.a->send_post(s);
+  for (const auto end = soon(); ss == Status::in_progress && Clock::now() < end;) {
+    ss = l.a->send_poll(s);
+    (void)l.b->recv_poll(r2);
+  }
+  (void)l.a->disconnect();
+  l.a.reset();
+  ASSERT_EQ(x.ctx->close(), Status::ok);
+  x.ctx.reset();
+  Status rs = Status::in_progress;
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  driver::Instance* ready = nullptr;
+  while (rs == Status::in_progress && Clock::now() < until) {
+    rs = l.b->recv_poll(r2);
+    (void)y.ctx->probe_any(&ready);  // peers are checked from progress
+  }
+  EXPECT_NE(rs, Status::in_progress) << "the receive still waits for a peer that is gone";
+  l.b.reset();
+  EXPECT_EQ(y.ctx->close(), Status::ok);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiDestroy, ::testing::ValuesIn(providers()),
