@@ -89,12 +89,7 @@ class Core::Impl {
   bool completion_room() const noexcept {
     return completion_count_ + sends_.outstanding() + recvs_.outstanding() < completions_.size();
   }
-  /// Room for one more arrival: a completion slot, and a receive state (an
-  /// eager or rts packet takes one). Without one the packet waits in the
-  /// driver: the shared pool runs dry when clients hold many arrivals, and
-  /// the peer whose packet found it empty was failed though it kept its
-  /// grant.
-  bool arrival_room() const noexcept { return recvs_.available() != 0 && completion_room(); }
+
   /// One whole small packet. `stable`: the bytes outlive this call.
   Status on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept;
   /// An eager or rts packet in sequence. `slot`: the stash slot holding

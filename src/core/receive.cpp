@@ -17,9 +17,9 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
     // Each arrival may queue one completion, and an eager message answered
     // in lib_parse frees its state for the next packet of this pass: taken
     // without limit, a pass overran the finalize ring (cookies finalized
-    // twice, others never). Nor without a receive state (arrival_room()).
-    // What waits stays in the driver for a later pass.
-    if (!arrival_room()) return;
+    // twice, others never). What waits stays in the driver for the next
+    // pass, after this one's completions ran.
+    if (!completion_room()) return;
     driver::Instance& inst = *rail.small;
     Status s;
     if (rail.props.caps.recv_buf) {
@@ -111,7 +111,7 @@ Status Core::Impl::drain_stash(Gate& gate, Priority& p, bool advanced) noexcept 
   // Anything stashed that is now in sequence, while the finalize ring has
   // room (the rest waits for visit(): the gate stays busy while it stashes).
   bool moved = advanced;
-  for (bool found = true; found && !p.stash.empty() && arrival_room();) {
+  for (bool found = true; found && !p.stash.empty() && completion_room();) {
     found = false;
     for (std::size_t i = 0; i < p.stash.size(); ++i) {
       if (p.stash[i].sequence != p.recv_seq) continue;

@@ -415,6 +415,10 @@ void Job::start_watchdog() {
       if (n < 0 && errno == EINTR) continue;
       if (n == static_cast<::ssize_t>(sizeof group)) {
         if (group == 0) ::_exit(0);  // the job ended in order
+        if (group < 0) {             // emptied: its number may be reused
+          std::erase(groups, -group);
+          continue;
+        }
         if (groups.size() < groups.capacity()) groups.push_back(group);
         continue;
       }
@@ -548,7 +552,14 @@ void Job::reap() {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid < 0 && errno == ECHILD) return lost_children();
-    if (pid <= 0) return;
+    if (pid == 0) {
+      // Children remain (the watchdog at least), none ended: a rank still
+      // "running" whose pid is gone was reaped by someone else.
+      for (const Rank& r : ranks_)
+        if (r.running && ::kill(r.pid, 0) != 0 && errno == ESRCH) return lost_children();
+      return;
+    }
+    if (pid < 0) return;
     leftovers_seen_ = {};  // a pid reaped may be reused: no signal from an old list
     std::erase(inherited_, pid);
     std::erase(terminated_, pid);
@@ -557,6 +568,9 @@ void Job::reap() {
       if (r.pid != pid || !r.running) continue;
       r.running = false;
       r.wait_status = status;
+      // Its group empty (nothing it started lives on in it): the watchdog
+      // forgets it, so a later process given that number is never killed.
+      if (::kill(-pid, 0) != 0 && errno == ESRCH) tell_watchdog(-pid);
       std::vector<Outgoing> out;
       exchange_.on_rank_exit(i, out);
       dispatch(out);
@@ -573,12 +587,12 @@ void Job::reap() {
 }
 
 void Job::lost_children() {
-  // No child left to wait for, yet ranks count as running: someone else
+  // Ranks that count as running but whose pids are gone: someone else
   // reaped them (SIGCHLD ignored before we reset it, a debugger). Their
   // exit status is lost; the job must still end, and not as a success.
   for (std::uint32_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
-    if (!r.running) continue;
+    if (!r.running || ::kill(r.pid, 0) == 0 || errno != ESRCH) continue;
     r.running = false;
     r.wait_status = W_EXITCODE(exit_status_lost, 0);
     say(fmt::format("rank {} (pid {}) was reaped by someone else; its exit status is lost", i,

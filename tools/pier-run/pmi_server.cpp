@@ -219,16 +219,21 @@ void PmiServer::serve() {
       service_.on_tick(PmiService::Clock::now(), out);
       dispatch(out);
     }
-    if (n <= 0) continue;
+    if (n <= 0) {
+      for (std::uint32_t r = 0; r < ranks_; ++r) parse_conn(r);  // see below
+      continue;
+    }
     if (fds[0].revents != 0) return;
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      if (fds[i].revents & POLLOUT) {
-        flush_conn(owners[i]);
-        parse_conn(owners[i]);  // requests read while the answers were backed up
-      }
+      if (fds[i].revents & POLLOUT) flush_conn(owners[i]);
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_conn(owners[i]);
     }
+    // Requests read while a rank's answers were backed up: the backlog may
+    // have drained by now (written here, or by an answer another rank's
+    // message sent on its way), and that rank may send nothing more until
+    // they are answered.
+    for (std::uint32_t r = 0; r < ranks_; ++r) parse_conn(r);
   }
 }
 

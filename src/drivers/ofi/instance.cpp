@@ -205,18 +205,6 @@ void OfiInstance::on_peer_gone() noexcept {
   }
   // Sends to a peer that left in order end closed; receives drain first.
   ctx_.fail_ops(this, Status::closed);
-  // What it sent before it went was taken (the context read the queue
-  // first). A receive still waiting ends now: closed when the bye's count
-  // was reached, broken when a counted packet never came (a write lost
-  // with a canceled receive); it waited for ever before.
-  const Status why = recv_ended_by_peer() ? Status::closed : Status::broken;
-  if (user_ != nullptr && !has_packet()) end_user(why);
-  if (recv_op_ != nullptr && !recv_op_->done) {
-    cancel_recv_op();
-    recv_op_->done = true;
-    recv_op_->status = why;
-    close_mr();
-  }
 }
 
 void OfiInstance::flush_control() noexcept {

@@ -292,35 +292,44 @@ void TcpContext::drop_stale() noexcept {
 
 void TcpContext::accept_starved(int err) noexcept {
   // The connection stays queued and the listener readable: left so, every
-  // wait_any() and idle sleep would wake at once, for ever. The oldest
-  // connection that sent nothing gives up its descriptor; failing that the
-  // newcomer is taken with the spare descriptor and closed (a peer retries
-  // its connection; a stranger holding ours gains nothing).
-  const std::int64_t now = base::now_ns();
-  const bool say = now - accept_warned_ns_ > 1'000'000'000;
-  auto silent = std::find_if(handshakes_.begin(), handshakes_.end(),
-                             [](const Handshake& h) { return h.got == 0; });
+  // wait_any() and idle sleep would wake at once, for ever. Hellos already
+  // here are read first (those connections are handed over or refused), so
+  // a real peer's connection is never the one given up; then the oldest
+  // connection silent for a second goes (a peer writes its hello at once).
+  // Failing that, the spare descriptor takes the newcomer, kept as any
+  // other: it may be a real peer, and closing it would fail that peer for
+  // good. Once the spare is spent too, waits wake early until a descriptor
+  // frees up.
+  handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
+                                   [this](Handshake& h) { return !read_hello(h); }),
+                    handshakes_.end());
+  const auto now = driver::Clock::now();
+  auto silent = std::find_if(handshakes_.begin(), handshakes_.end(), [&](const Handshake& h) {
+    return h.got == 0 && now - h.since >= std::chrono::seconds(1);
+  });
   if (silent != handshakes_.end()) {
     close_fd(silent->fd);
     handshakes_.erase(silent);
   } else if (spare_fd_ >= 0) {
     close_fd(spare_fd_);
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) ::close(fd);
-    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  } else {
-    // The spare could not be opened again (the whole system is out of
-    // descriptors): until it is, waits wake early here.
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      tune_connection(fd);
+      watch_handshake(fd);
+    }
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
-  if (say) {
-    accept_warned_ns_ = now;
-    PIER_LOG(warn, "tcp", "accept failed: {}; a waiting connection was closed", std::strerror(err));
+  const std::int64_t now_ns = base::now_ns();
+  if (now_ns - accept_warned_ns_ > 1'000'000'000) {
+    accept_warned_ns_ = now_ns;
+    PIER_LOG(warn, "tcp", "accept failed: {}; closing silent connections, {}", std::strerror(err),
+             spare_fd_ >= 0 ? "a spare descriptor left" : "none spare");
   }
 }
 
 void TcpContext::accept_new() noexcept {
   if (!driver::readable_now(listen_fd_)) return;
+  if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // spent earlier
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -366,12 +375,16 @@ void TcpContext::accept_new() noexcept {
       continue;
     }
     tune_connection(fd);
-    ::epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = tag_handshake;
-    (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    handshakes_.push_back(Handshake{fd, 0, {}, driver::Clock::now()});
+    watch_handshake(fd);
   }
+}
+
+void TcpContext::watch_handshake(int fd) noexcept {
+  ::epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag_handshake;
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  handshakes_.push_back(Handshake{fd, 0, {}, driver::Clock::now()});
 }
 
 bool TcpContext::read_hello(Handshake& h) noexcept {

@@ -91,6 +91,8 @@ class TcpContext final : public driver::Context {
   std::int64_t accept_warned_ns_ = 0;
   /// accept() failed for want of descriptors or memory: make room or shed.
   void accept_starved(int err) noexcept;
+  /// A connection accepted: its hello is awaited (epoll, the handshake list).
+  void watch_handshake(int fd) noexcept;
   int epoll_fd_ = -1;
   int cancel_fd_ = -1;
   std::uint64_t id_ = 0;

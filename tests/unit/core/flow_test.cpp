@@ -75,35 +75,6 @@ TEST(Finalize, APassTakingMoreArrivalsThanTheRingHoldsFinalizesEachOnce) {
   EXPECT_EQ(c.clients[1]->finalized.size(), 20u);
 }
 
-/// Receive states are one pool for every peer. Two peers whose rendezvous
-/// the client holds took all of it, and the next packet of a third peer,
-/// well within its own grant, found it empty and failed that peer's gate
-/// for good. The packet now waits in the driver until a state is free.
-TEST(Credits, APeerIsNotFailedWhenOthersHoldEveryReceiveState) {
-  config::ScopedSet recvs("CORE_RECV_MSGS", "8");
-  config::ScopedSet credits("CORE_CREDITS", "4");
-  Cluster c(4, "self");
-  ASSERT_EQ(c.status, Status::ok);
-  Recorder& rx = *c.clients[3];
-  rx.defer = true;
-  std::vector<std::vector<std::byte>> big;
-  for (int i = 0; i < 8; ++i) big.push_back(pattern(1 << 20, static_cast<unsigned>(i)));
-  for (int i = 0; i < 8; ++i)
-    ASSERT_EQ(c.send(static_cast<Rank>(i % 2), 3, big[static_cast<std::size_t>(i)], cookie(i)),
-              Status::ok);
-  ASSERT_TRUE(c.run_until([&] { return rx.parsed.size() == 8; }));
-  auto small = pattern(16, 9);
-  ASSERT_EQ(c.send(2, 3, small, cookie(9)), Status::ok);
-  for (int i = 0; i < 200; ++i) c.progress_all();
-  EXPECT_EQ(c.cores[3]->gate_status(2), Status::ok) << "a peer within its grant was failed";
-  EXPECT_EQ(rx.parsed.size(), 8u);  // it waits in the driver meanwhile
-  rx.defer = false;
-  for (std::size_t i = 0; i < 8; ++i) ASSERT_EQ(rx.answer(i, rx.parsed[i].length), Status::ok);
-  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 9; }));
-  for (auto& [ck, st] : rx.finalized) EXPECT_EQ(st, Status::ok);
-  EXPECT_EQ(rx.parsed.back().source, 2u);
-}
-
 TEST(Credits, HighPriorityIsNeverBlockedByLow) {
   config::ScopedSet credits("CORE_CREDITS", "2");
   Cluster c(2, "self");

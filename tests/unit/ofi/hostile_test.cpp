@@ -271,53 +271,6 @@ TEST_P(OfiDestroy, ImpossibleCountsFromThePeerBreakTheInstance) {
   EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
-/// A receive waiting for a packet the peer's bye counted but that never
-/// came (its write went to a receive canceled meanwhile) waited for ever,
-/// even once the peer was gone. It now ends when the peer goes.
-TEST_P(OfiDestroy, AReceiveWaitingForAPacketThatNeverCameEndsWhenThePeerGoes) {
-  config::ScopedSet often("OFI_KEEPALIVE_MS", "5");
-  Node x, y;
-  const Status st = make_node(GetParam(), x);
-  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
-  ASSERT_EQ(st, Status::ok);
-  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
-  if (!x.props.caps.rdv_data) GTEST_SKIP() << "no RMA rendezvous on " << GetParam();
-  Link l;
-  ASSERT_EQ(connect(x, y, Track::large, l), Status::ok);
-  std::vector<std::byte> first(4096), second(4096), src(4096, std::byte{3});
-  ::iovec i1{first.data(), first.size()}, i2{second.data(), second.size()};
-  ::iovec siov{src.data(), src.size()};
-  Packet r1, r2, s;
-  r1.set_iovec(&i1, 1);
-  r2.set_iovec(&i2, 1);
-  ASSERT_EQ(l.b->recv_post(r1), Status::in_progress);
-  ASSERT_EQ(l.b->recv_cancel(r1), Status::ok);
-  ASSERT_EQ(l.b->recv_poll(r1), Status::canceled);
-  ASSERT_EQ(l.b->recv_post(r2), Status::in_progress);
-  s.set_iovec(&siov, 1);
-  s.rdv_data = r1.rdv_data;  // the canceled receive's
-  s.rdv_len = r1.rdv_len;
-  Status ss = l.a->send_post(s);
-  for (const auto end = soon(); ss == Status::in_progress && Clock::now() < end;) {
-    ss = l.a->send_poll(s);
-    (void)l.b->recv_poll(r2);
-  }
-  (void)l.a->disconnect();
-  l.a.reset();
-  ASSERT_EQ(x.ctx->close(), Status::ok);
-  x.ctx.reset();
-  Status rs = Status::in_progress;
-  const auto until = Clock::now() + std::chrono::seconds(5);
-  driver::Instance* ready = nullptr;
-  while (rs == Status::in_progress && Clock::now() < until) {
-    rs = l.b->recv_poll(r2);
-    (void)y.ctx->probe_any(&ready);  // peers are checked from progress
-  }
-  EXPECT_NE(rs, Status::in_progress) << "the receive still waits for a peer that is gone";
-  l.b.reset();
-  EXPECT_EQ(y.ctx->close(), Status::ok);
-}
-
 INSTANTIATE_TEST_SUITE_P(Providers, OfiDestroy, ::testing::ValuesIn(providers()),
                          [](const auto& p) { return p.param; });
 
