@@ -71,7 +71,14 @@ TEST(PmiRun, RequestsNobodyAnswersDoNotGrowPierRunWithoutBound) {
   const auto at = o.output.find("pier-run grew by ");
   ASSERT_NE(at, std::string::npos) << o.output;
   const long kib = std::strtol(o.output.c_str() + at + 17, nullptr, 10);
-  EXPECT_LT(kib, 16 * 1024) << o.output;
+#ifdef __SANITIZE_ADDRESS__
+  // ASan keeps freed blocks in quarantine: every answer parsed and sent
+  // adds to pier-run's resident size though nothing is queued.
+  constexpr long bound_kib = 64 * 1024;
+#else
+  constexpr long bound_kib = 16 * 1024;
+#endif
+  EXPECT_LT(kib, bound_kib) << o.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, PmiRanks, ::testing::Values(2, 3, 4),
