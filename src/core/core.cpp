@@ -106,15 +106,16 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
   // states plus queued completions leave a slot (completion_room()).
   send_budget_ = std::size_t{settings.send_msgs} + 8;
   // Each peer holds at most its grant of receive states (acquire_incoming);
-  // a pool smaller than every grant together is shared at peak, and the
-  // peer whose packet finds it empty is failed. Not raised here: the pools
-  // sized from it grow with it (about 160 MiB at 1024 ranks).
+  // a pool smaller than every grant together is shared at peak, and a
+  // message that finds it empty waits in a slot of its gate (hold()) until
+  // a state frees. Not raised here: the pools sized from it grow with it
+  // (about 160 MiB at 1024 ranks).
   const std::uint64_t all_grants =
       std::uint64_t{std::max<Rank>(size, 1)} * wire::priority_count * settings.credits;
   if (all_grants > settings.recv_msgs)
     PIER_LOG(info, "core",
              "PIER_CORE_RECV_MSGS={} holds fewer messages than {} ranks may leave unfinished "
-             "together ({}): raise it if the peers are many and busy",
+             "together ({}): messages wait for a state when they are all taken",
              settings.recv_msgs, size, all_grants);
 }
 

@@ -113,6 +113,8 @@ struct Stats {
   std::uint64_t eager_sent = 0, rdv_sent = 0, eager_received = 0, rdv_received = 0;
   std::uint64_t rtr_sent = 0, credit_packets = 0, reordered = 0, duplicates = 0;
   std::uint64_t finalized = 0, deferred_recvs = 0, gates_failed = 0, rails_failed = 0;
+  /// Messages that waited in a slot for a receive state (the pool was taken).
+  std::uint64_t held_for_state = 0;
   std::uint64_t prefetches = 0, prefetch_hits = 0;  ///< send_prefetch()es, and those posted
   std::uint64_t probes = 0;  ///< numbered probes sent on quiet gates with protocol state
   /// Fast eager sends the driver had not finished at once (a message state

@@ -63,9 +63,11 @@ Status Core::Impl::build_gate(Gate& gate, const PeerAddress& peer) {
   for (Priority& p : gate.prio) {
     p.credits = peer.credits;
     p.stash.reserve(settings_.credits);
+    p.held.reserve(settings_.credits);
   }
-  // Per priority: one slot per granted credit (deferred packets) and one
-  // per stash entry (packets ahead of a hole).
+  // Per priority: one slot per granted credit (deferred packets, or
+  // messages waiting for a receive state) and one per stash entry (packets
+  // ahead of a hole).
   const std::size_t slots = std::size_t{2} * wire::priority_count * settings_.credits;
   gate.slot_bytes = slot_bytes;
   // Not zeroed: 4 MiB a peer with the defaults, and zeroing touched every
@@ -287,6 +289,9 @@ void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {
     }
     for (Stashed& s : p.stash) gate.give_slot(s.slot);
     p.stash.clear();
+    for (Stashed& s : p.held) gate.give_slot(s.slot);
+    held_total_ -= p.held.size();
+    p.held.clear();
   }
   while (gate.sends) complete_send(*gate.sends, gate.failure);
   // Messages the LIB has not answered yet stay until it calls recv(): R1

@@ -84,6 +84,12 @@ class Core::Impl {
   /// Delivers the stashed packets of `p` that are now in sequence;
   /// `advanced`: a packet in sequence just came (the hole moved).
   Status drain_stash(Gate& gate, Priority& p, bool advanced) noexcept;
+  /// An eager or rts message in sequence that finds no receive state free
+  /// (or others already waiting for one): kept in a slot, in order.
+  Status hold(Gate& gate, Priority& p, const wire::FrameHeader& h,
+              std::span<const std::byte> payload, int slot) noexcept;
+  /// Delivers held messages of `p` while states and finalize room last.
+  Status release_held(Gate& gate, Priority& p) noexcept;
   /// Room in the finalize ring for one more arrival: every live state will
   /// queue one completion, and an arrival adds at most one.
   bool completion_room() const noexcept {
@@ -267,6 +273,9 @@ class Core::Impl {
   /// The last packet on_packet() took was an in-order eager message with
   /// nothing stashed: its gate needs no check (see poll_small_recv).
   bool quiet_arrival_ = false;
+  /// Messages held for a receive state over every gate: the states that
+  /// free go to them before any new arrival.
+  std::size_t held_total_ = 0;
   Stats stats_;
   std::mutex critical_;
   /// Threads waiting in enter_critical(): a waiter's turn ends early for

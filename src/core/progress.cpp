@@ -108,6 +108,15 @@ void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
       break;
     }
   }
+  // Messages that wait for a receive state, while states are free.
+  for (Priority& p : gate.prio) {
+    if (p.held.empty() || gate.state != GateState::connected) continue;
+    if (const Status s = release_held(gate, p); s != Status::ok) {
+      PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
+      fail_gate(gate, s);
+      break;
+    }
+  }
   if (gate.acks_waiting && gate.state != GateState::failed) {
     gate.acks_waiting = false;
     for (Incoming* in = gate.recvs; in;) {
@@ -186,7 +195,7 @@ bool Core::Impl::busy(const Gate& g) const noexcept {
   if (g.acks_waiting || g.probe_asked || small_work(g)) return true;
   if (g.sends != nullptr || g.recvs != nullptr) return true;  // probes when quiet
   for (const Priority& p : g.prio)
-    if (!p.stash.empty()) return true;
+    if (!p.stash.empty() || !p.held.empty()) return true;
   return false;
 }
 

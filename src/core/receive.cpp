@@ -134,6 +134,57 @@ Status Core::Impl::drain_stash(Gate& gate, Priority& p, bool advanced) noexcept 
   return Status::ok;
 }
 
+Status Core::Impl::hold(Gate& gate, Priority& p, const wire::FrameHeader& h,
+                        std::span<const std::byte> payload, int slot) noexcept {
+  // Receive states are one pool for every peer: when the client holds all
+  // of them (deferred messages, rendezvous in progress), a message within
+  // its sender's grant waits for one instead of failing the sender. Only
+  // messages wait: rtr, ack and credit packets, which free states, go on.
+  // Its credit stays spent, so an honest peer never has more waiting and
+  // live together than it was granted, and a slot is always free for it.
+  if (p.live_recvs + p.held.size() >= settings_.credits || p.held.size() == p.held.capacity()) {
+    PIER_LOG(warn, "core", "rank {} overran its credits: {} messages of priority {} unfinished",
+             gate.peer, p.live_recvs + p.held.size(), h.priority);
+    gate.give_slot(slot);
+    return Status::malformed;
+  }
+  if (slot < 0) {
+    slot = gate.take_slot();
+    if (slot < 0) {
+      PIER_LOG(warn, "core", "rank {} overran its credits: no slot left", gate.peer);
+      return Status::malformed;
+    }
+    // The layout of a stashed packet: the frame's place, then the payload
+    // (the frame itself is kept decoded, never read again).
+    std::memcpy(gate.slot(slot) + wire::FrameHeader::size, payload.data(), payload.size());
+  }
+  if (held_total_ == 0)
+    PIER_LOG(info, "core",
+             "every receive state is taken: messages wait for one (PIER_CORE_RECV_MSGS={})",
+             settings_.recv_msgs);
+  p.held.push_back({h.sequence, slot, wire::FrameHeader::size + payload.size(), h});
+  ++held_total_;
+  ++stats_.held_for_state;
+  quiet_arrival_ = false;  // the gate must be visited to release it
+  return Status::ok;
+}
+
+Status Core::Impl::release_held(Gate& gate, Priority& p) noexcept {
+  while (!p.held.empty() && recvs_.available() > 0 && completion_room() &&
+         gate.state == GateState::connected) {
+    const Stashed st = p.held.front();
+    p.held.erase(p.held.begin());
+    --held_total_;
+    const std::span<const std::byte> payload(gate.slot(st.slot) + wire::FrameHeader::size,
+                                             st.len - wire::FrameHeader::size);
+    const Status s = st.frame.type == wire::PacketType::eager
+                         ? eager_arrival(gate, st.frame, payload, st.slot)
+                         : rts_arrival(gate, st.frame, payload, st.slot);
+    if (s != Status::ok) return s;
+  }
+  return Status::ok;
+}
+
 Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
                               std::span<const std::byte> payload, int slot) noexcept {
   Priority& p = gate.prio[h.priority];
@@ -146,8 +197,12 @@ Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
   p.credits += h.credit_return;
   switch (h.type) {
     case wire::PacketType::eager:
+      if (!p.held.empty() || recvs_.available() <= held_total_)
+        return hold(gate, p, h, payload, slot);
       return eager_arrival(gate, h, payload, slot);
     case wire::PacketType::rts:
+      if (!p.held.empty() || recvs_.available() <= held_total_)
+        return hold(gate, p, h, payload, slot);
       return rts_arrival(gate, h, payload, slot);
     case wire::PacketType::rtr:
       gate.give_slot(slot);  // decoded into the chunk at once

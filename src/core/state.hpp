@@ -192,7 +192,10 @@ struct Priority {
   std::uint32_t send_seq = 0;
   std::uint32_t recv_seq = 0;
   Fifo<SendMsg, &SendMsg::next> pending;
-  std::vector<Stashed> stash;       ///< capacity reserved at set-up
+  std::vector<Stashed> stash;  ///< capacity reserved at set-up
+  /// Messages in sequence (eager or rts) that found no receive state free:
+  /// each waits in a slot, in order, for one (capacity reserved at set-up).
+  std::vector<Stashed> held;
   std::int64_t stash_since_ns = 0;  ///< when the oldest hole opened
 };
 

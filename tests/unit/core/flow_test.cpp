@@ -75,6 +75,48 @@ TEST(Finalize, APassTakingMoreArrivalsThanTheRingHoldsFinalizesEachOnce) {
   EXPECT_EQ(c.clients[1]->finalized.size(), 20u);
 }
 
+/// Receive states are one pool for every peer. When two peers' messages,
+/// deferred by the client, hold all of it, a third message within its
+/// sender's grant used to fail that sender's gate (no_memory). It now waits
+/// in one of the gate's slots, in order with what follows it, and is
+/// delivered when a state frees; an rts the same way.
+TEST(Flow, AMessageFindingTheReceivePoolFullWaitsForAState) {
+  config::ScopedSet recvs("CORE_RECV_MSGS", "2");
+  Cluster c(3, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[2];
+  rx.defer = true;
+  auto first = pattern(100, 1), second = pattern(100, 2);
+  auto eager = pattern(200, 3), large = pattern(1 << 20, 4), after = pattern(50, 5);
+  ASSERT_EQ(c.send(0, 2, first, cookie(1)), Status::ok);
+  ASSERT_EQ(c.send(1, 2, second, cookie(2)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return rx.parsed.size() == 2; }));
+  // The pool is full: these three wait, in order, at rank 2.
+  ASSERT_EQ(c.send(0, 2, eager, cookie(3)), Status::ok);
+  ASSERT_EQ(c.send(0, 2, large, cookie(4)), Status::ok);
+  ASSERT_EQ(c.send(0, 2, after, cookie(5)), Status::ok);
+  for (int i = 0; i < 300; ++i) c.progress_all();
+  EXPECT_EQ(rx.parsed.size(), 2u);
+  EXPECT_EQ(c.cores[2]->stats().held_for_state, 3u);
+  EXPECT_TRUE(rx.failed_peers.empty());
+  EXPECT_TRUE(c.clients[0]->failed_peers.empty());
+  rx.defer = false;
+  ASSERT_EQ(rx.answer(0, rx.parsed[0].length), Status::ok);
+  ASSERT_EQ(rx.answer(1, rx.parsed[1].length), Status::ok);
+  ASSERT_TRUE(c.run_until([&] {
+    return rx.finalized.size() == 5 && c.clients[0]->finalized.size() == 4 &&
+           c.clients[1]->finalized.size() == 1;
+  }));
+  ASSERT_EQ(rx.parsed.size(), 5u);
+  EXPECT_EQ(rx.buffers[2], eager);
+  EXPECT_EQ(rx.buffers[3], large);
+  EXPECT_EQ(rx.buffers[4], after);
+  for (auto& [ck, st] : rx.finalized) EXPECT_EQ(st, Status::ok);
+  for (auto& [ck, st] : c.clients[0]->finalized) EXPECT_EQ(st, Status::ok);
+  EXPECT_TRUE(rx.failed_peers.empty());
+  EXPECT_TRUE(c.clients[0]->failed_peers.empty());
+}
+
 TEST(Credits, HighPriorityIsNeverBlockedByLow) {
   config::ScopedSet credits("CORE_CREDITS", "2");
   Cluster c(2, "self");
