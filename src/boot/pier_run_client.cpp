@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -190,14 +191,29 @@ Result<std::unique_ptr<Bootstrap>> open_pier_run(std::string_view socket, std::u
     PIER_LOG(error, "boot", "cannot create a Unix socket: {}", std::strerror(errno));
     return Status::system_error;
   }
-  if (::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) != 0) {
-    PIER_LOG(error, "boot", "rank {}: cannot reach pier-run at {}: {}", rank, socket,
-             std::strerror(errno));
-    ::close(fd);
-    return Status::broken;
-  }
-  // Non-blocking from here on: every wait is a poll() with a deadline.
+  // Non-blocking from the start: every wait is bounded by the deadline,
+  // the connection's too. A blocking connect() waits without end while the
+  // launcher's listen backlog is full and it accepts nothing (stopped, or
+  // busy with many ranks); a non-blocking one says EAGAIN and is retried.
   (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (int pause_ms = 1;; pause_ms = std::min(pause_ms * 2, 50)) {
+    if (::connect(fd, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len) == 0)
+      break;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) {
+      PIER_LOG(error, "boot", "rank {}: cannot reach pier-run at {}: {}", rank, socket,
+               std::strerror(errno));
+      ::close(fd);
+      return Status::broken;
+    }
+    if (Clock::now() >= deadline) {
+      PIER_LOG(error, "boot", "rank {}: pier-run at {} accepted no connection in time", rank,
+               socket);
+      ::close(fd);
+      return Status::timeout;
+    }
+    ::poll(nullptr, 0, std::min(pause_ms, poll_timeout_ms(deadline) + 1));
+  }
   auto client = std::make_unique<PierRunClient>(fd, rank, size);
   if (Status s = client->handshake(session, deadline); s != Status::ok) return s;
   PIER_LOG(debug, "boot", "pier-run: rank {} of {}", rank, size);

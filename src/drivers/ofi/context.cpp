@@ -482,6 +482,21 @@ void OfiContext::fail_ops(OfiInstance* inst, Status why) noexcept {
   }
 }
 
+bool OfiContext::sends_in_provider(const OfiInstance* inst) const noexcept {
+  for (const Op& op : ops_)
+    if (op.owner == inst && op.in_provider &&
+        (op.kind == Op::Kind::send || op.kind == Op::Kind::rma_write))
+      return true;
+  return false;
+}
+
+void OfiContext::cancel_sends(const OfiInstance* inst) noexcept {
+  for (Op& op : ops_)
+    if (op.owner == inst && op.in_provider &&
+        (op.kind == Op::Kind::send || op.kind == Op::Kind::rma_write))
+      if (ep_ != nullptr) (void)fi_cancel(&ep_->fid, &op.fctx);
+}
+
 bool OfiContext::rdv_in_flight(const OfiInstance* inst) const noexcept {
   for (const Op& op : ops_)
     if (op.owner == inst && !op.done &&

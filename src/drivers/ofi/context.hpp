@@ -35,6 +35,11 @@ inline constexpr std::size_t max_inject = 1024;
 /// gives back its address as the completion's op_context. Ops live in the
 /// context's pool, not in instances, so a completion that arrives after its
 /// instance is gone finds a valid op with no owner.
+/// How long an operation ended by us (closed, broken) may stay with
+/// libfabric before it is reported anyway (logged): until it leaves, the
+/// provider may still read or write the caller's memory.
+inline constexpr auto cancel_limit = std::chrono::seconds(2);
+
 struct Op {
   enum class Kind : std::uint8_t {
     free,
@@ -62,6 +67,9 @@ struct Op {
   std::uint64_t peer = 0;  ///< fi_addr_t of the target (sends)
   Op* next_free = nullptr;
   ControlBytes ctl{};  ///< a control message's bytes
+  /// A send ended while libfabric held it: reported once it left, or at
+  /// this time (instance.cpp, send_lingers()).
+  driver::Clock::time_point linger_until{};
 };
 
 class OfiContext final : public driver::Context {
@@ -119,6 +127,10 @@ class OfiContext final : public driver::Context {
   void owe_control() noexcept { control_owed_ = true; }
   std::uint64_t peer_addr(std::size_t peer) const noexcept { return peers_[peer].addr; }
   bool peer_dead(std::size_t peer) const noexcept { return peers_[peer].dead; }
+  /// Sends of `inst` that read caller memory (send, rma_write) and that
+  /// libfabric still holds.
+  bool sends_in_provider(const OfiInstance* inst) const noexcept;
+  void cancel_sends(const OfiInstance* inst) noexcept;
 
   Op* get_op(Op::Kind kind, OfiInstance* owner) noexcept;
   /// Gives an op back once libfabric and its owner are both done with it.

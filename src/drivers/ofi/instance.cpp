@@ -42,6 +42,9 @@ OfiInstance::~OfiInstance() {
   // provider holds is let go of first (it wrote into it after the destroy).
   if (recv_op_ != nullptr && !cancel_and_wait_recv_op(lock))
     PIER_LOG(error, "ofi", "a receive into caller memory did not leave libfabric in time");
+  // Likewise a send the provider may still read the caller's memory for.
+  if (!cancel_and_wait_sends(lock))
+    PIER_LOG(error, "ofi", "a send from caller memory did not leave libfabric in time");
   end_small(Status::closed);
   // A bounce receive the provider already matched (rxm segments still
   // arriving) cannot be canceled: the buffer stays with the context until

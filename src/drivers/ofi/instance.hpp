@@ -86,6 +86,13 @@ class OfiInstance final : public driver::Instance {
   /// The receive ended but libfabric still holds it: true while it should
   /// not be reported yet (see recv.cpp).
   bool recv_lingers() noexcept;
+  /// The same for a send (it reads the caller's memory): true while `op`
+  /// ended but libfabric still holds it, up to cancel_limit (send.cpp).
+  bool send_lingers(Op* op) noexcept;
+  /// Cancels this instance's sends libfabric still holds and progresses
+  /// until they left (at most cancel_limit), letting go of `lock` between
+  /// rounds; false when some are still there.
+  bool cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept;
   void owe_credit() noexcept;
   void count_received() noexcept;
   bool is_user_recv(const driver::Packet& pkt) const noexcept;

@@ -15,8 +15,6 @@ namespace pier::drivers::ofi {
 
 namespace {
 
-constexpr auto cancel_limit = std::chrono::seconds(2);
-
 Op* op_of(const driver::Packet& pkt) noexcept {
   return reinterpret_cast<Op*>(pkt.driver_data[1]);
 }

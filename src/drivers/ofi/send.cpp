@@ -139,12 +139,44 @@ Status OfiInstance::finish_send(driver::Packet& pkt) noexcept {
   return s;
 }
 
+bool OfiInstance::send_lingers(Op* op) noexcept {
+  if (!op->in_provider || ctx_.ep() == nullptr) return false;
+  // Ended (disconnect, failure) while libfabric still holds it: a send not
+  // yet taken by the peer (a large message, a rendezvous) is read from the
+  // caller's memory when the peer takes it, and the caller may reuse that
+  // memory once we report. Reported when it left, or cancel_limit later.
+  const auto now = driver::Clock::now();
+  if (op->linger_until == driver::Clock::time_point{}) {
+    op->linger_until = now + cancel_limit;
+    (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
+  }
+  ctx_.progress();
+  if (!op->in_provider) return false;
+  if (now < op->linger_until) return true;
+  PIER_LOG(error, "ofi", "an ended send did not leave libfabric in time");
+  return false;
+}
+
+bool OfiInstance::cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept {
+  if (ctx_.ep() == nullptr || !ctx_.sends_in_provider(this)) return true;
+  ctx_.cancel_sends(this);
+  (void)ctx_.spin(
+      lock, driver::Clock::now() + cancel_limit,
+      [](void* self) {
+        auto* inst = static_cast<OfiInstance*>(self);
+        return !inst->ctx_.sends_in_provider(inst);
+      },
+      this);
+  return !ctx_.sends_in_provider(this);
+}
+
 Status OfiInstance::send_poll(driver::Packet& pkt) {
   std::lock_guard lock(ctx_.mutex());
   if (pkt.driver_data[0] == mark_done) return static_cast<Status>(pkt.driver_data[2]);
   if (pkt.driver_data[0] != mark_sending) return Status::invalid_argument;
-  if (!op_of(pkt)->done) ctx_.progress();
-  if (!op_of(pkt)->done) return Status::in_progress;
+  Op* op = op_of(pkt);
+  if (!op->done) ctx_.progress();
+  if (!op->done || send_lingers(op)) return Status::in_progress;
   return finish_send(pkt);
 }
 
@@ -156,6 +188,12 @@ Status OfiInstance::send_wait(driver::Packet& pkt, driver::Deadline deadline) {
   const Status s = ctx_.wait(
       lock, deadline, [](void* o) { return static_cast<Op*>(o)->done; }, op);
   if (s != Status::ok) return s;
+  while (send_lingers(op)) {
+    if (driver::Clock::now() >= deadline) return Status::timeout;
+    const auto slice = std::min(deadline, driver::Clock::now() + std::chrono::milliseconds(10));
+    (void)ctx_.wait(
+        lock, slice, [](void* o) { return !static_cast<Op*>(o)->in_provider; }, op);
+  }
   return finish_send(pkt);
 }
 

@@ -188,6 +188,58 @@ TEST_P(OfiDestroy, AReceiveEndedByDisconnectIsReportedOnlyOnceLibfabricLetGo) {
   EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
+/// A send ended by disconnect() while libfabric still held it (a large
+/// message nobody had taken yet) was reported at once; the caller, told it
+/// was over, reused its memory, and the provider then read the new bytes
+/// and delivered them. The end is now reported only once the send left
+/// libfabric (or after the cancel limit).
+TEST_P(OfiDestroy, ASendEndedByDisconnectIsReportedOnlyOnceLibfabricLetGo) {
+  config::ScopedSet no_rma("OFI_RMA", "false");
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  constexpr std::size_t size = 8u << 20;
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::large, l), Status::ok);
+  std::vector<std::byte> src(size, std::byte{0x5a}), dst(size, std::byte{0});
+  ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+  Packet s, r;
+  s.set_iovec(&siov, 1);
+  r.set_iovec(&riov, 1);
+  Status ss = l.a->send_post(s);
+  ASSERT_TRUE(is_success(ss)) << to_string(ss);
+  for (int i = 0; i < 20 && ss == Status::in_progress; ++i) ss = l.a->send_poll(s);
+  if (ss != Status::in_progress) GTEST_SKIP() << "the provider took 8 MiB at once";
+  (void)l.a->disconnect();
+  // Nobody took the message yet: libfabric still holds the send.
+  ss = l.a->send_poll(s);
+  EXPECT_EQ(ss, Status::in_progress) << "reported " << to_string(ss) << " while libfabric holds it";
+  // The receiver takes it now; once the sender reports, its memory is its
+  // own again, and what the receiver gets must not show the change.
+  Status rs = l.b->recv_post(r);
+  ASSERT_TRUE(is_success(rs)) << to_string(rs);
+  const auto deadline = soon();
+  driver::Instance* ready = nullptr;
+  while (ss == Status::in_progress && Clock::now() < deadline) {
+    ss = l.a->send_poll(s);
+    if (rs == Status::in_progress) rs = l.b->recv_poll(r);
+    (void)x.ctx->probe_any(&ready);
+  }
+  ASSERT_NE(ss, Status::in_progress);
+  std::fill(src.begin(), src.end(), std::byte{0x22});  // the caller's again
+  const auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < until && rs == Status::in_progress) rs = l.b->recv_poll(r);
+  const auto changed =
+      std::count_if(dst.begin(), dst.end(), [](std::byte b) { return b == std::byte{0x22}; });
+  EXPECT_EQ(changed, 0) << "bytes read from the caller's memory after the send ended ("
+                        << to_string(ss) << ")";
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
 /// Two contexts of one process: once one closes, the other's keep-alives to
 /// it crashed inside libfabric 1.17's shm provider (a peer in the same
 /// process has no pidfd to show it is gone). The closed context is now seen
