@@ -49,6 +49,10 @@ namespace {
 constexpr std::uint64_t tag_listen = 1;
 constexpr std::uint64_t tag_cancel = 2;
 constexpr std::uint64_t tag_handshake = 3;
+constexpr std::uint64_t tag_linger = 4;
+/// A peer that never closes its end does not keep our socket for ever.
+constexpr auto linger_limit = std::chrono::seconds(30);
+constexpr std::size_t max_lingering = 256;
 constexpr std::size_t large_recv_buffer = std::size_t{64} * 1024;
 
 void close_fd(int& fd) noexcept {
@@ -170,6 +174,14 @@ Result<std::vector<std::byte>> TcpContext::init() {
 }
 
 void TcpContext::close_fds() noexcept {
+  for (Lingering& l : lingering_) {
+    // The last of their input read first: a close with input unread resets.
+    std::array<std::byte, 16384> sink;
+    for (int i = 0; i < 64; ++i)
+      if (::recv(l.fd, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
+    close_fd(l.fd);
+  }
+  lingering_.clear();
   for (Handshake& h : handshakes_) close_fd(h.fd);
   for (Parked& p : parked_) close_fd(p.fd);
   handshakes_.clear();
@@ -249,9 +261,49 @@ TcpInstance* TcpContext::find_acceptor(const UrlBytes& url, driver::Track track)
   return nullptr;
 }
 
+void TcpContext::linger(int fd) noexcept {
+  std::lock_guard lock(mutex_);
+  if (state_ != State::running) {
+    ::close(fd);
+    return;
+  }
+  ::epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag_linger;
+  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  lingering_.push_back({fd, driver::Clock::now()});
+  drain_lingering();
+}
+
+void TcpContext::drain_lingering() noexcept {
+  const auto now = driver::Clock::now();
+  const std::size_t excess =
+      lingering_.size() > max_lingering ? lingering_.size() - max_lingering : 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < lingering_.size(); ++i) {
+    Lingering& l = lingering_[i];
+    bool done = i < excess || now - l.since > linger_limit;
+    std::array<std::byte, 16384> sink;
+    for (int k = 0; k < 64; ++k) {
+      const ssize_t n = ::recv(l.fd, sink.data(), sink.size(), MSG_DONTWAIT);
+      if (n > 0) continue;
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) done = true;
+      break;
+    }
+    if (done) {
+      unwatch(l.fd);
+      close_fd(l.fd);
+    } else {
+      lingering_[kept++] = l;
+    }
+  }
+  lingering_.resize(kept);
+}
+
 void TcpContext::progress_accepts() noexcept {
   if (state_ != State::running) return;
   std::lock_guard lock(mutex_);
+  if (!lingering_.empty()) drain_lingering();
   accept_new();
   handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
                                    [this](Handshake& h) { return !read_hello(h); }),
@@ -582,7 +634,7 @@ Status TcpContext::probe_once(driver::Instance** ready, bool block, driver::Dead
     const std::uint64_t tag = events[i].data.u64;
     if (tag == tag_cancel) {
       canceled = true;
-    } else if (tag == tag_listen || tag == tag_handshake) {
+    } else if (tag == tag_listen || tag == tag_handshake || tag == tag_linger) {
       accepts = true;
     } else if (found == nullptr) {
       // The event was fetched without the lock: its instance may have been

@@ -51,6 +51,12 @@ class TcpContext final : public driver::Context {
   /// Adds or removes a connected small-track socket in the receive-any set.
   void watch(int fd, TcpInstance* inst) noexcept;
   void unwatch(int fd) noexcept;
+  /// Takes a socket disconnect() shut for writing and keeps it open, its
+  /// input read and dropped, until the peer's end of file (or
+  /// linger_limit): closed at once, a packet the peer sends after it (a
+  /// credit, a probe) makes the kernel reset the connection and throw away
+  /// what it still held of ours, packets send_post() answered ok.
+  void linger(int fd) noexcept;
 
  private:
   enum class State : std::uint8_t { fresh, described, running, closed };
@@ -109,6 +115,14 @@ class TcpContext final : public driver::Context {
   std::vector<TcpInstance*> instances_;
   std::vector<Handshake> handshakes_;
   std::vector<Parked> parked_;
+  struct Lingering {
+    int fd;
+    driver::Clock::time_point since;
+  };
+  std::vector<Lingering> lingering_;
+  /// Reads what lingering sockets hold; closes those at end of file, in
+  /// error, past linger_limit, or beyond max_lingering (oldest first).
+  void drain_lingering() noexcept;
   /// Peers that asked to be connected (a call-back hello), for incoming().
   std::vector<UrlBytes> asked_;
   bool on_demand_ = false;

@@ -20,6 +20,9 @@
 namespace pier::drivers::tcp {
 namespace {
 
+/// How long disconnect() waits for a buffer send it answered ok to leave.
+constexpr auto flush_limit = std::chrono::seconds(2);
+
 int wait_ms(driver::Deadline deadline) noexcept {
   const auto left = deadline - driver::Clock::now();
   if (left <= driver::Clock::duration::zero()) return 0;
@@ -261,8 +264,28 @@ void TcpInstance::release_fd() noexcept {
   std::array<std::byte, 16384> sink;
   for (int i = 0; i < 256; ++i)
     if (::recv(fd_, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
-  ::close(fd_);
+  if (linger_) {
+    // Half closed by disconnect(): input that comes later must not reset
+    // it while the peer still reads what we sent.
+    linger_ = false;
+    ctx_.linger(fd_);
+  } else {
+    ::close(fd_);
+  }
   fd_ = -1;
+}
+
+void TcpInstance::flush_staged(driver::Deadline deadline) noexcept {
+  while (stage_state_ == Stage::queued && state_ == State::connected) {
+    progress_send();
+    if (stage_state_ != Stage::queued || state_ != State::connected) return;
+    if (driver::Clock::now() >= deadline) {
+      PIER_LOG(warn, "tcp", "disconnect: a buffer send answered ok could not leave in time");
+      return;
+    }
+    ::pollfd p{fd_, POLLOUT, 0};
+    (void)::poll(&p, 1, wait_ms(deadline));
+  }
 }
 
 void TcpInstance::fail(Status why, int err) noexcept {
@@ -284,7 +307,15 @@ Status TcpInstance::disconnect() {
   if (state_ == State::closed) return Status::ok;
   close_call_back();
   // Our FIN follows what is queued: the peer drains it, then sees closed.
-  if (state_ == State::connected && fd_ >= 0) (void)::shutdown(fd_, SHUT_WR);
+  // A buffer send already answered ok goes first (it was promised), and the
+  // socket then lingers half closed until the peer's end of file.
+  if (state_ == State::connected && fd_ >= 0) {
+    flush_staged(driver::Clock::now() + flush_limit);
+    if (fd_ >= 0 && state_ == State::connected) {
+      (void)::shutdown(fd_, SHUT_WR);
+      linger_ = true;
+    }
+  }
   if (state_ != State::broken) {
     fail(Status::closed, 0);
   } else {

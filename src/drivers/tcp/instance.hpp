@@ -83,6 +83,9 @@ class TcpInstance final : public driver::Instance {
   void become_connected() noexcept;
   void fail(Status why, int err) noexcept;
   void release_fd() noexcept;
+  /// Before our FIN: a buffer send answered ok at once must leave whole
+  /// (with what is queued ahead of it), bounded by `deadline`.
+  void flush_staged(driver::Deadline deadline) noexcept;
   Status wait_io(short events, driver::Deadline deadline) noexcept;
   void tick() noexcept;
   // send (send.cpp)
@@ -142,6 +145,7 @@ class TcpInstance final : public driver::Instance {
   std::size_t rhead_ = 0;
   std::size_t rtail_ = 0;
   bool drained_ = false;  ///< the last read came back short: the socket is empty
+  bool linger_ = false;   ///< shut for writing by disconnect(): release_fd() lingers
   /// The last packet was large: read the next header alone, so that its
   /// payload goes straight into the posted packet instead of via the buffer.
   bool header_first_ = false;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -558,6 +559,96 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughInputWasUnread) {
   EXPECT_EQ(got, ok) << "packets answered ok by send_post but never delivered";
   // closed, or broken when the packet send_post left in progress had gone
   // out in part (its frame ends mid-way).
+  EXPECT_TRUE(last == Status::closed || last == Status::broken) << to_string(last);
+}
+
+/// The same when the peer's packet comes after our disconnect() (a credit
+/// return, a probe): it met a socket already closed, the kernel answered
+/// with a reset and threw away what it still held of ours. The socket now
+/// lingers, half closed, until the peer's end of file.
+TEST(TcpClose, PacketsSentOkReachThePeerThoughItSendsAfterOurClose) {
+  config::ScopedSet sockbuf("TCP_SOCKET_BUFFER", "65536");
+  Node x = make_node(), y = make_node();
+  ASSERT_TRUE(x.ctx && y.ctx);
+  Pair p = connect_pair(x, y);
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<std::unique_ptr<Buf>> sent;
+  std::size_t ok = 0;
+  for (int i = 0; i < 512; ++i) {
+    sent.push_back(std::make_unique<Buf>(8192, i & 0xff));
+    const Status st = p.a->send_post(sent.back()->pkt);
+    if (st != Status::ok) break;
+    ++ok;
+  }
+  ASSERT_GT(ok, 0u);
+  ASSERT_LT(ok, 512u) << "the socket never filled";
+  ASSERT_EQ(p.a->disconnect(), Status::ok);
+  // b speaks after a closed, before it read a's packets.
+  Buf from_b(100, 9);
+  ASSERT_TRUE(is_success(p.b->send_post(from_b.pkt)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::size_t got = 0;
+  Status last = Status::ok;
+  const auto end = soon(10000);
+  while (Clock::now() < end) {
+    Buf in(8192);
+    last = p.b->recv_post(in.pkt);
+    if (last == Status::in_progress) last = p.b->recv_wait(in.pkt, soon(5000));
+    if (last != Status::ok) break;
+    ASSERT_EQ(in.pkt.length, 8192u);
+    ASSERT_EQ(in.bytes[0], static_cast<std::byte>(got & 0xff)) << "packet " << got << " of " << ok;
+    ++got;
+  }
+  EXPECT_EQ(got, ok) << "packets answered ok by send_post but never delivered";
+  EXPECT_TRUE(last == Status::closed || last == Status::broken) << to_string(last);
+  // b's end of file lets the lingering socket go.
+  ASSERT_EQ(p.b->disconnect(), Status::ok);
+}
+
+/// A buffer send answers ok at once, whatever the socket took. disconnect()
+/// ended every queued frame as closed and shut the socket: a buffer frame
+/// still queued (behind a send the socket could not take) never left,
+/// though its sender had been told ok. It now leaves first (bounded).
+TEST(TcpClose, ABufferSendAnsweredOkLeavesBeforeTheClose) {
+  config::ScopedSet sockbuf("TCP_SOCKET_BUFFER", "65536");
+  Node x = make_node(), y = make_node();
+  ASSERT_TRUE(x.ctx && y.ctx);
+  Pair p = connect_pair(x, y);
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<std::unique_ptr<Buf>> sent;
+  for (int i = 0; i < 512; ++i) {
+    sent.push_back(std::make_unique<Buf>(8192, 1));
+    const Status st = p.a->send_post(sent.back()->pkt);
+    ASSERT_TRUE(is_success(st)) << to_string(st);
+    if (st == Status::in_progress) break;
+  }
+  ASSERT_EQ(sent.size() < 512, true) << "the socket never filled";
+  Packet staged;
+  ASSERT_EQ(p.a->send_buf_get(staged), Status::ok);
+  ASSERT_GE(staged.buf_len, 100u);
+  std::fill(staged.buf, staged.buf + 100, std::byte{0x77});
+  ASSERT_EQ(p.a->send_buf_post(staged, 100), Status::ok);  // done, as far as a knows
+  // b reads everything, starting while a disconnects.
+  std::atomic<bool> go{false};
+  bool seen = false;
+  Status last = Status::ok;
+  std::thread reader([&] {
+    while (!go.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto end = soon(10000);
+    while (Clock::now() < end) {
+      Buf in(8192);
+      last = p.b->recv_post(in.pkt);
+      if (last == Status::in_progress) last = p.b->recv_wait(in.pkt, soon(5000));
+      if (last != Status::ok) break;
+      if (in.pkt.length == 100 && in.bytes[0] == std::byte{0x77}) seen = true;
+    }
+  });
+  go = true;
+  EXPECT_EQ(p.a->disconnect(), Status::ok);
+  reader.join();
+  EXPECT_TRUE(seen) << "a buffer send answered ok never arrived (b ended " << to_string(last)
+                    << ")";
   EXPECT_TRUE(last == Status::closed || last == Status::broken) << to_string(last);
 }
 
