@@ -228,6 +228,7 @@ Result<std::vector<std::byte>> OfiContext::init() {
   try {
     ops_.resize(static_cast<std::size_t>(ops_key.get()));
     retry_.reserve(ops_.size());
+    retrying_.reserve(ops_.size());
     parked_.reserve(max_parked);
   } catch (...) {
     return Status::no_memory;
@@ -483,8 +484,10 @@ void OfiContext::fail_ops(OfiInstance* inst, Status why) noexcept {
 }
 
 bool OfiContext::sends_in_provider(const OfiInstance* inst) const noexcept {
+  // One already reported was waited for by its poll (send_lingers) until
+  // the limit: not again.
   for (const Op& op : ops_)
-    if (op.owner == inst && op.in_provider &&
+    if (op.owner == inst && op.in_provider && !op.reported &&
         (op.kind == Op::Kind::send || op.kind == Op::Kind::rma_write))
       return true;
   return false;
@@ -492,7 +495,7 @@ bool OfiContext::sends_in_provider(const OfiInstance* inst) const noexcept {
 
 void OfiContext::cancel_sends(const OfiInstance* inst) noexcept {
   for (Op& op : ops_)
-    if (op.owner == inst && op.in_provider &&
+    if (op.owner == inst && op.in_provider && !op.reported &&
         (op.kind == Op::Kind::send || op.kind == Op::Kind::rma_write))
       if (ep_ != nullptr) (void)fi_cancel(&ep_->fid, &op.fctx);
 }
@@ -713,6 +716,15 @@ void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
     case Op::Kind::rma_write:
       // A refused key or address (a forged or stale rdv_data): the data
       // goes as a tagged message instead, which the posted receive takes.
+      // A cancel (ours, at an end) is final: never sent again.
+      if (err == FI_ECANCELED) {
+        if (!op->done) {
+          op->done = true;
+          op->status = Status::canceled;
+        }
+        maybe_free(op);
+        return;
+      }
       PIER_LOG(debug, "ofi", "rma write refused ({}): sending by message", fi_strerror(err));
       op->kind = Op::Kind::send;
       if (op->owner != nullptr && !op->done) {
@@ -779,10 +791,11 @@ void OfiContext::on_control(const Control& c) noexcept {
 }
 
 void OfiContext::retry_ops() noexcept {
-  std::vector<Op*> now;
-  now.swap(retry_);
-  retry_.reserve(ops_.size());
-  for (Op* op : now) {
+  // Two lists reserved at init, swapped: a post that meets EAGAIN again
+  // goes back on retry_ while this pass walks the other (no allocation).
+  retrying_.clear();
+  retrying_.swap(retry_);
+  for (Op* op : retrying_) {
     op->retry = false;
     if (op->kind == Op::Kind::control_recv) {
       if (state_ == State::running) (void)post_control_recv(op);

@@ -223,6 +223,7 @@ class OfiContext final : public driver::Context {
   std::vector<Op> ops_;
   Op* free_ops_ = nullptr;
   std::vector<Op*> retry_;
+  std::vector<Op*> retrying_;  ///< retry_ops()'s pass over what retry_ held
   /// Bounce buffers of destroyed instances, until their receive ends.
   std::vector<std::pair<Op*, std::vector<std::byte>>> kept_buffers_;
   std::vector<Peer> peers_;

@@ -42,7 +42,10 @@ OfiInstance::~OfiInstance() {
   // provider holds is let go of first (it wrote into it after the destroy).
   if (recv_op_ != nullptr && !cancel_and_wait_recv_op(lock))
     PIER_LOG(error, "ofi", "a receive into caller memory did not leave libfabric in time");
-  // Likewise a send the provider may still read the caller's memory for.
+  // Likewise a send the provider may still read the caller's memory for:
+  // ended first, so that nothing the wait progresses posts it again (a
+  // refused RMA write falls back to a send, a retried op is re-posted).
+  ctx_.fail_ops(this, Status::closed);
   if (!cancel_and_wait_sends(lock))
     PIER_LOG(error, "ofi", "a send from caller memory did not leave libfabric in time");
   end_small(Status::closed);

@@ -140,7 +140,10 @@ Status OfiInstance::finish_send(driver::Packet& pkt) noexcept {
 }
 
 bool OfiInstance::send_lingers(Op* op) noexcept {
-  if (!op->in_provider || ctx_.ep() == nullptr) return false;
+  // Only what reads the caller's memory (a notice carries its own bytes).
+  if (!op->in_provider || ctx_.ep() == nullptr ||
+      (op->kind != Op::Kind::send && op->kind != Op::Kind::rma_write))
+    return false;
   // Ended (disconnect, failure) while libfabric still holds it: a send not
   // yet taken by the peer (a large message, a rendezvous) is read from the
   // caller's memory when the peer takes it, and the caller may reuse that
@@ -148,7 +151,9 @@ bool OfiInstance::send_lingers(Op* op) noexcept {
   const auto now = driver::Clock::now();
   if (op->linger_until == driver::Clock::time_point{}) {
     op->linger_until = now + cancel_limit;
-    (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
+    // After an orderly bye the send is only waited for: the bye counted
+    // it, and the peer waits for every packet its bye counts.
+    if (state_ != State::closed) (void)fi_cancel(&ctx_.ep()->fid, &op->fctx);
   }
   ctx_.progress();
   if (!op->in_provider) return false;
@@ -159,7 +164,8 @@ bool OfiInstance::send_lingers(Op* op) noexcept {
 
 bool OfiInstance::cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept {
   if (ctx_.ep() == nullptr || !ctx_.sends_in_provider(this)) return true;
-  ctx_.cancel_sends(this);
+  // After an orderly bye, waited for only (the bye counted them).
+  if (state_ != State::closed) ctx_.cancel_sends(this);
   (void)ctx_.spin(
       lock, driver::Clock::now() + cancel_limit,
       [](void* self) {
