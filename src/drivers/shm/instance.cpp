@@ -17,6 +17,12 @@
 
 namespace pier::drivers::shm {
 
+namespace {
+/// How long ending a receive waits for a peer's copy into it (a few GiB
+/// at the slowest single copy measured here, 2 GB/s).
+constexpr auto settle_limit = std::chrono::seconds(10);
+}  // namespace
+
 ShmInstance::ShmInstance(ShmContext& ctx, driver::Track track) noexcept
     : ctx_(&ctx),
       track_(track),
@@ -24,6 +30,7 @@ ShmInstance::ShmInstance(ShmContext& ctx, driver::Track track) noexcept
       peer_check_ns_(ctx.settings().peer_check_ns) {}
 
 ShmInstance::~ShmInstance() {
+  if (ctx_ != nullptr) settle_posted(driver::Clock::now() + settle_limit);
   if (buf_out_ || posted_ != nullptr || send_head_ != nullptr)
     PIER_LOG(debug, "shm", "instance destroyed with packets pending");
   if (ctx_ != nullptr) ctx_->forget(this);
@@ -279,6 +286,8 @@ Status ShmInstance::connect_wait(driver::Deadline deadline) {
 Status ShmInstance::disconnect() {
   if (phase_ == Phase::unconnected) return Status::invalid_argument;
   if (phase_ == Phase::closed) return Status::ok;
+  // A receive the peer is copying into ends only once the copy did.
+  settle_posted(driver::Clock::now() + settle_limit);
   fail(Status::closed);
   phase_ = Phase::closed;
   fail_ = Status::closed;

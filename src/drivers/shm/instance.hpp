@@ -143,6 +143,12 @@ class ShmInstance final : public driver::Instance {
 
   // receive (recv.cpp)
   Status progress_recv() noexcept;
+  /// Before a posted receive is ended by disconnect() or the destructor:
+  /// the peer may be inside its single copy into it. Takes the receive's
+  /// token back; when the peer claimed it first, progresses the receive
+  /// until the copy's end (its done record, or the peer's end) or
+  /// `deadline` (then logged): the caller's memory must be its own again.
+  void settle_posted(driver::Deadline deadline) noexcept;
   Status complete_recv(Status st) noexcept;
   void consume(std::uint64_t lines) noexcept;
 

@@ -274,6 +274,34 @@ Status ShmInstance::recv_wait(driver::Packet& pkt, driver::Deadline deadline) {
   }
 }
 
+void ShmInstance::settle_posted(driver::Deadline deadline) noexcept {
+  if (posted_ == nullptr || token_ == 0 || phase_ != Phase::connected) return;
+  if (progress_recv() != Status::in_progress || posted_ == nullptr) return;
+  std::uint64_t expected = token_;
+  if (rx_.ctl_word(ctl_rdv_accept)
+          .compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+    token_ = 0;  // never claimed: nobody will write it now
+    return;
+  }
+  const std::uint64_t claimed = token_ | rdv_claimed;
+  if ((expected & ~(rdv_split_ok | rdv_split_failed)) != claimed) {
+    PIER_LOG(warn, "shm", "peer pid {} wrote {:#x} over a receive's rendezvous word", remote_.pid,
+             expected);
+    fail(Status::broken);
+    return;
+  }
+  // Claimed: the peer is copying (or about to). Its done record ends the
+  // receive; a split asks us to pull our half, which progress_recv does.
+  while (posted_ != nullptr && phase_ == Phase::connected) {
+    if (progress_recv() != Status::in_progress) return;
+    if (driver::Clock::now() >= deadline) {
+      PIER_LOG(error, "shm", "peer pid {} still copies into a receive being ended", remote_.pid);
+      return;
+    }
+    sleep(false, std::min(deadline, driver::Clock::now() + std::chrono::milliseconds(10)));
+  }
+}
+
 Status ShmInstance::recv_cancel(driver::Packet& pkt) {
   if (posted_ != &pkt) return Status::invalid_argument;
   Status st = progress_recv();

@@ -3,6 +3,7 @@
 
 #include "base/config.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -322,6 +323,71 @@ TEST(ShmPair, CanceledRendezvousReceiveIsNeverWritten) {
   s.rdv_len = r.rdv_len;
   EXPECT_EQ(p.ia->send_post(s), Status::canceled);
   EXPECT_EQ(got, std::vector<std::byte>(4096, std::byte{0}));
+}
+
+/// disconnect() ended a posted receive while the peer was inside its single
+/// copy into it (claimed, writing): the caller, told the receive was over,
+/// had its memory written afterwards. disconnect() now waits for the copy's
+/// end (its done record, or the peer's), like recv_cancel().
+void end_a_receive_during_its_single_copy(bool destroy) {
+  config::ScopedSet cma_min("SHM_CMA_MIN", "0");  // single copy at every size
+  config::ScopedSet split("SHM_SPLIT_MIN", "0");  // one writer: the sender
+  Pair p(Track::large);
+  ASSERT_EQ(p.connected, Status::ok);
+  constexpr std::size_t size = std::size_t{128} << 20;
+  std::vector<std::byte> got(size, std::byte{0});
+  const std::vector<std::byte> data(size, std::byte{0x5a});
+  Packet r;
+  ::iovec riov{got.data(), got.size()};
+  r.set_iovec(&riov, 1);
+  ASSERT_EQ(p.ib->recv_post(r), Status::in_progress);
+  Packet s;
+  ::iovec siov{const_cast<std::byte*>(data.data()), data.size()};
+  s.set_iovec(&siov, 1);
+  s.rdv_data = r.rdv_data;
+  s.rdv_len = r.rdv_len;
+  Status sent = Status::internal;
+  std::thread sender([&] { sent = p.ia->send_post(s); });
+  // 4096 bytes spread over the buffer (a large memcpy does not go front to
+  // back): how many the copy has reached.
+  const auto landed = [&] {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < 4096; ++i)
+      n += *static_cast<const volatile std::byte*>(got.data() + i * (size / 4096)) ==
+           std::byte{0x5a};
+    return n;
+  };
+  const auto end = after_ms(10000);
+  while (landed() == 0 && Clock::now() < end) {
+  }
+  ASSERT_GT(landed(), 0u) << "the copy never started";
+  if (destroy)
+    p.ib.reset();
+  else
+    ASSERT_EQ(p.ib->disconnect(), Status::ok);
+  const std::size_t at_return = landed();
+  // What the caller may now do with its memory; a copy still running
+  // writes over it.
+  std::memset(got.data(), 0x11, got.size());
+  sender.join();
+  EXPECT_EQ(at_return, 4096u) << "the end returned while the peer was still copying";
+  const auto written =
+      std::count_if(got.begin(), got.end(), [](std::byte b) { return b != std::byte{0x11}; });
+  EXPECT_EQ(written, 0) << "bytes written into a receive after its end";
+  EXPECT_TRUE(sent == Status::ok || sent == Status::in_progress) << to_string(sent);
+  if (destroy) return;
+  // Ended by the disconnect (its copy complete underneath).
+  const Status rs = p.ib->recv_poll(r);
+  EXPECT_TRUE(rs == Status::ok || rs == Status::closed) << to_string(rs);
+}
+
+TEST(ShmPair, ADisconnectDuringASingleCopyWaitsForItsEnd) {
+  end_a_receive_during_its_single_copy(false);
+}
+
+/// The same when the instance is destroyed (the core's reap does that).
+TEST(ShmPair, DestroyingAnInstanceDuringASingleCopyWaitsForItsEnd) {
+  end_a_receive_during_its_single_copy(true);
 }
 
 TEST(ShmPair, ProbeAnyFindsTheInstanceWithAPacket) {
