@@ -29,8 +29,7 @@ TEST(PierRunClient, ALauncherThatNeverAcceptsIsADeadlineNotAHang) {
   ASSERT_TRUE(address);
   const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(listener, 0);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len),
-            0);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<const ::sockaddr*>(&address->addr), address->len), 0);
   ASSERT_EQ(::listen(listener, 0), 0);
   // Fill the backlog with connections nobody accepts.
   std::vector<int> fillers;

@@ -10,9 +10,11 @@
 #include "drivers/tcp/net.hpp"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +55,16 @@ constexpr std::uint64_t tag_linger = 4;
 /// A peer that never closes its end does not keep our socket for ever.
 constexpr auto linger_limit = std::chrono::seconds(30);
 constexpr std::size_t max_lingering = 256;
+/// What close() gives lingering sockets, all together.
+constexpr auto close_linger_limit = std::chrono::seconds(2);
+constexpr auto lingering_check_period = std::chrono::milliseconds(5);
+
+/// Bytes we sent that the peer has not acknowledged (0 on error).
+int unacknowledged(int fd) noexcept {
+  int n = 0;
+  if (::ioctl(fd, SIOCOUTQ, &n) != 0) return 0;
+  return n;
+}
 constexpr std::size_t large_recv_buffer = std::size_t{64} * 1024;
 
 void close_fd(int& fd) noexcept {
@@ -174,14 +186,7 @@ Result<std::vector<std::byte>> TcpContext::init() {
 }
 
 void TcpContext::close_fds() noexcept {
-  for (Lingering& l : lingering_) {
-    // The last of their input read first: a close with input unread resets.
-    std::array<std::byte, 16384> sink;
-    for (int i = 0; i < 64; ++i)
-      if (::recv(l.fd, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
-    close_fd(l.fd);
-  }
-  lingering_.clear();
+  drain_lingering(true);
   for (Handshake& h : handshakes_) close_fd(h.fd);
   for (Parked& p : parked_) close_fd(p.fd);
   handshakes_.clear();
@@ -200,6 +205,15 @@ Status TcpContext::close() {
       PIER_LOG(warn, "tcp", "close() with {} instances still open", instances_.size());
       return Status::in_use;
     }
+  }
+  // Lingering sockets get a last, bounded while for the peer to take what
+  // we sent (the core closes its contexts right after disconnecting): a
+  // close before that, with the peer sending, resets and loses it.
+  const auto until = driver::Clock::now() + close_linger_limit;
+  for (;;) {
+    drain_lingering();
+    if (!lingering() || driver::Clock::now() >= until) break;
+    ::poll(nullptr, 0, 2);
   }
   close_fds();
   state_ = State::closed;
@@ -262,7 +276,7 @@ TcpInstance* TcpContext::find_acceptor(const UrlBytes& url, driver::Track track)
 }
 
 void TcpContext::linger(int fd) noexcept {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(linger_mutex_);
   if (state_ != State::running) {
     ::close(fd);
     return;
@@ -272,25 +286,34 @@ void TcpContext::linger(int fd) noexcept {
   ev.data.u64 = tag_linger;
   (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   lingering_.push_back({fd, driver::Clock::now()});
-  drain_lingering();
+  lingering_count_.store(lingering_.size(), std::memory_order_relaxed);
 }
 
-void TcpContext::drain_lingering() noexcept {
+void TcpContext::drain_lingering(bool force) noexcept {
+  std::lock_guard lock(linger_mutex_);
   const auto now = driver::Clock::now();
+  lingering_checked_ = now;
   const std::size_t excess =
       lingering_.size() > max_lingering ? lingering_.size() - max_lingering : 0;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < lingering_.size(); ++i) {
     Lingering& l = lingering_[i];
-    bool done = i < excess || now - l.since > linger_limit;
+    bool done = force || i < excess || now - l.since > linger_limit;
+    // Input first (a close with input unread resets), a bounded amount: a
+    // peer streaming into the socket must not keep this call going.
     std::array<std::byte, 16384> sink;
-    for (int k = 0; k < 64; ++k) {
+    for (int k = 0; k < 16 && !done; ++k) {
       const ssize_t n = ::recv(l.fd, sink.data(), sink.size(), MSG_DONTWAIT);
       if (n > 0) continue;
       if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) done = true;
       break;
     }
+    // Everything of ours acknowledged: a reset can no longer lose any of it.
+    if (!done && unacknowledged(l.fd) == 0) done = true;
     if (done) {
+      if (force)
+        for (int k = 0; k < 16; ++k)
+          if (::recv(l.fd, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
       unwatch(l.fd);
       close_fd(l.fd);
     } else {
@@ -298,12 +321,22 @@ void TcpContext::drain_lingering() noexcept {
     }
   }
   lingering_.resize(kept);
+  lingering_count_.store(kept, std::memory_order_relaxed);
+}
+
+void TcpContext::drain_lingering_now_and_then() noexcept {
+  if (!lingering()) return;
+  {
+    std::lock_guard lock(linger_mutex_);
+    if (driver::Clock::now() - lingering_checked_ < lingering_check_period) return;
+  }
+  drain_lingering();
 }
 
 void TcpContext::progress_accepts() noexcept {
   if (state_ != State::running) return;
   std::lock_guard lock(mutex_);
-  if (!lingering_.empty()) drain_lingering();
+  if (lingering()) drain_lingering();
   accept_new();
   handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
                                    [this](Handshake& h) { return !read_hello(h); }),
@@ -355,6 +388,18 @@ void TcpContext::accept_starved(int err) noexcept {
   handshakes_.erase(std::remove_if(handshakes_.begin(), handshakes_.end(),
                                    [this](Handshake& h) { return !read_hello(h); }),
                     handshakes_.end());
+  // A lingering socket is the most expendable descriptor: the oldest goes
+  // first (its peer has had the longest to take what we sent).
+  {
+    std::lock_guard lock(linger_mutex_);
+    if (!lingering_.empty()) {
+      unwatch(lingering_.front().fd);
+      close_fd(lingering_.front().fd);
+      lingering_.erase(lingering_.begin());
+      lingering_count_.store(lingering_.size(), std::memory_order_relaxed);
+      return;
+    }
+  }
   const auto now = driver::Clock::now();
   auto silent = std::find_if(handshakes_.begin(), handshakes_.end(), [&](const Handshake& h) {
     return h.got == 0 && now - h.since >= std::chrono::seconds(1);
@@ -602,6 +647,7 @@ Status TcpContext::wait_disarm() {
 
 Status TcpContext::probe_once(driver::Instance** ready, bool block, driver::Deadline deadline,
                               bool* lent_only) noexcept {
+  drain_lingering_now_and_then();
   // Bytes already buffered first: the kernel does not report those.
   {
     std::lock_guard lock(mutex_);

@@ -7,6 +7,7 @@
 
 #include <pier/driver.hpp>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -52,11 +53,15 @@ class TcpContext final : public driver::Context {
   void watch(int fd, TcpInstance* inst) noexcept;
   void unwatch(int fd) noexcept;
   /// Takes a socket disconnect() shut for writing and keeps it open, its
-  /// input read and dropped, until the peer's end of file (or
-  /// linger_limit): closed at once, a packet the peer sends after it (a
-  /// credit, a probe) makes the kernel reset the connection and throw away
-  /// what it still held of ours, packets send_post() answered ok.
+  /// input read and dropped, until the peer acknowledged all we sent (or
+  /// its end of file, or linger_limit): closed at once, a packet the peer
+  /// sends after it (a credit, a probe) makes the kernel reset the
+  /// connection and throw away what it still held of ours, packets
+  /// send_post() answered ok. Safe from any thread, the context's lock
+  /// held or not.
   void linger(int fd) noexcept;
+  /// Sockets lingering now (any thread).
+  bool lingering() const noexcept { return lingering_count_.load(std::memory_order_relaxed) != 0; }
 
  private:
   enum class State : std::uint8_t { fresh, described, running, closed };
@@ -119,10 +124,19 @@ class TcpContext final : public driver::Context {
     int fd;
     driver::Clock::time_point since;
   };
-  std::vector<Lingering> lingering_;
-  /// Reads what lingering sockets hold; closes those at end of file, in
-  /// error, past linger_limit, or beyond max_lingering (oldest first).
-  void drain_lingering() noexcept;
+  /// Its own lock, taken after mutex_ where both are: linger() runs from
+  /// disconnect(), which another thread's receive-any may meet under mutex_.
+  std::mutex linger_mutex_;
+  std::vector<Lingering> lingering_;  ///< oldest first
+  std::atomic<std::size_t> lingering_count_{0};
+  driver::Clock::time_point lingering_checked_{};
+  /// Reads what lingering sockets hold; closes those whose output the peer
+  /// acknowledged, at end of file, in error, past linger_limit, beyond
+  /// max_lingering (oldest first), and (`force`) all.
+  void drain_lingering(bool force = false) noexcept;
+  /// At most every few milliseconds, from the receive paths: a socket's
+  /// output being acknowledged wakes nobody.
+  void drain_lingering_now_and_then() noexcept;
   /// Peers that asked to be connected (a call-back hello), for incoming().
   std::vector<UrlBytes> asked_;
   bool on_demand_ = false;

@@ -16,6 +16,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace pier::drivers::tcp {
 namespace {
@@ -264,18 +265,12 @@ void TcpInstance::release_fd() noexcept {
   std::array<std::byte, 16384> sink;
   for (int i = 0; i < 256; ++i)
     if (::recv(fd_, sink.data(), sink.size(), MSG_DONTWAIT) <= 0) break;
-  if (linger_) {
-    // Half closed by disconnect(): input that comes later must not reset
-    // it while the peer still reads what we sent.
-    linger_ = false;
-    ctx_.linger(fd_);
-  } else {
-    ::close(fd_);
-  }
+  ::close(fd_);
   fd_ = -1;
 }
 
 void TcpInstance::flush_staged(driver::Deadline deadline) noexcept {
+  bool eof = false;
   while (stage_state_ == Stage::queued && state_ == State::connected) {
     progress_send();
     if (stage_state_ != Stage::queued || state_ != State::connected) return;
@@ -283,8 +278,19 @@ void TcpInstance::flush_staged(driver::Deadline deadline) noexcept {
       PIER_LOG(warn, "tcp", "disconnect: a buffer send answered ok could not leave in time");
       return;
     }
-    ::pollfd p{fd_, POLLOUT, 0};
+    // Input is read and dropped meanwhile (the close drops it anyway): a
+    // peer disconnecting us at the same time waits for room in its own
+    // socket, which only our reading makes.
+    ::pollfd p{fd_, static_cast<short>(POLLOUT | (eof ? 0 : POLLIN)), 0};
     (void)::poll(&p, 1, wait_ms(deadline));
+    if (!eof && (p.revents & POLLIN) != 0) {
+      std::array<std::byte, 16384> sink;
+      for (int i = 0; i < 16; ++i) {
+        const ssize_t n = ::recv(fd_, sink.data(), sink.size(), MSG_DONTWAIT);
+        if (n == 0) eof = true;
+        if (n <= 0) break;
+      }
+    }
   }
 }
 
@@ -309,11 +315,15 @@ Status TcpInstance::disconnect() {
   // Our FIN follows what is queued: the peer drains it, then sees closed.
   // A buffer send already answered ok goes first (it was promised), and the
   // socket then lingers half closed until the peer's end of file.
+  // The descriptor leaves the instance here, not through a flag that
+  // another thread's receive-any (failing this instance under the
+  // context's lock) could act on.
   if (state_ == State::connected && fd_ >= 0) {
     flush_staged(driver::Clock::now() + flush_limit);
     if (fd_ >= 0 && state_ == State::connected) {
       (void)::shutdown(fd_, SHUT_WR);
-      linger_ = true;
+      if (track_ == driver::Track::small) ctx_.unwatch(fd_);
+      ctx_.linger(std::exchange(fd_, -1));
     }
   }
   if (state_ != State::broken) {

@@ -145,7 +145,6 @@ class TcpInstance final : public driver::Instance {
   std::size_t rhead_ = 0;
   std::size_t rtail_ = 0;
   bool drained_ = false;  ///< the last read came back short: the socket is empty
-  bool linger_ = false;   ///< shut for writing by disconnect(): release_fd() lingers
   /// The last packet was large: read the next header alone, so that its
   /// payload goes straight into the posted packet instead of via the buffer.
   bool header_first_ = false;

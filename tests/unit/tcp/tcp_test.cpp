@@ -605,6 +605,60 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughItSendsAfterOurClose) {
   ASSERT_EQ(p.b->disconnect(), Status::ok);
 }
 
+/// The core closes its contexts right after disconnecting: the context's
+/// close() closed lingering sockets at once, and a packet the peer sent
+/// after that reset the connection, losing what it had not read of ours.
+/// close() now gives them a bounded while to be acknowledged.
+TEST(TcpClose, PacketsSentOkReachThePeerThoughTheContextClosedRightAway) {
+  config::ScopedSet sockbuf("TCP_SOCKET_BUFFER", "65536");
+  config::ScopedSet recvbuf("TCP_RECV_BUFFER", "16384");  // b takes little per read
+  Node x = make_node(), y = make_node();
+  ASSERT_TRUE(x.ctx && y.ctx);
+  Pair p = connect_pair(x, y);
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<std::unique_ptr<Buf>> sent;
+  std::size_t ok = 0;
+  for (int i = 0; i < 512; ++i) {
+    sent.push_back(std::make_unique<Buf>(8192, i & 0xff));
+    const Status st = p.a->send_post(sent.back()->pkt);
+    if (st != Status::ok) break;
+    ++ok;
+  }
+  ASSERT_GT(ok, 0u);
+  ASSERT_LT(ok, 512u) << "the socket never filled";
+  std::atomic<bool> closed{false};
+  std::size_t got = 0;
+  Status last = Status::ok;
+  std::thread reader([&] {
+    Buf from_b(100, 9);
+    bool spoke = false;
+    const auto end = soon(10000);
+    while (Clock::now() < end) {
+      Buf in(8192);
+      last = p.b->recv_post(in.pkt);
+      if (last == Status::in_progress) last = p.b->recv_wait(in.pkt, soon(5000));
+      if (last != Status::ok) break;
+      if (in.pkt.length != 8192u || in.bytes[0] != static_cast<std::byte>(got & 0xff)) break;
+      ++got;
+      // b speaks once a's side is closed (a credit, a probe)...
+      if (!spoke && closed.load()) {
+        spoke = true;
+        Status st = p.b->send_post(from_b.pkt);
+        if (st == Status::in_progress) st = p.b->send_wait(from_b.pkt, soon(5000));
+      }
+      // ... and reads slowly: a's packets are still on their way then.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  ASSERT_EQ(p.a->disconnect(), Status::ok);
+  p.a.reset();
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+  closed = true;
+  reader.join();
+  EXPECT_EQ(got, ok) << "packets answered ok by send_post but never delivered (" << to_string(last)
+                     << ")";
+}
+
 /// A buffer send answers ok at once, whatever the socket took. disconnect()
 /// ended every queued frame as closed and shut the socket: a buffer frame
 /// still queued (behind a send the socket could not take) never left,
