@@ -126,6 +126,7 @@ struct Op {
   bool holds_credit = false;  ///< counted in Node::Impl::data_in_flight
   Status local_status = Status::ok;
   Status reply_status = Status::ok;
+  Status parked_reason = Status::broken;  ///< a nack behind a failure: its reason
   Op* next = nullptr;
 };
 
@@ -243,6 +244,7 @@ struct AlarmRec {
   void* context = nullptr;
   Slot* queued = nullptr;  ///< its event, once due
   Alarm* user = nullptr;
+  bool handed = false;  ///< its event was handed out (receive): unknown() may end it
 };
 
 struct RegisteredRange {

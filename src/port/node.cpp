@@ -11,6 +11,9 @@ namespace pier::port {
 
 namespace {
 
+inline const config::IntKey close_wait_key{
+    "PORT_CLOSE_WAIT_MS", 10000, 0, 3'600'000,
+    "how long closing a port waits for transfers still using the client's memory"};
 inline const config::IntKey max_ports_key{"PORT_MAX_PORTS", 32, 1, 65536,
                                           "port numbers a node can open: 0 to this minus one"};
 
@@ -68,6 +71,35 @@ void Node::Impl::close(Port::Impl* port) noexcept {
   port->close_sender();
   port->closed = true;
   open_ports.erase(std::find(open_ports.begin(), open_ports.end(), port));
+  // The client's memory is its own once close returns: transfers the core
+  // still runs into it or out of it (a rendezvous into a provided buffer,
+  // a send's data, a get landing, a put into registered memory) end first.
+  // Each ends or its peer fails (the core notices a silent peer), so the
+  // wait is bounded; past PORT_CLOSE_WAIT_MS it is given up, loudly.
+  const auto in_use = [port] {
+    bool used = port->pinned > 0;
+    for (auto& r : port->ranges)
+      if (r.used) {
+        if (port->core().invalidate(r.region) == Status::ok)
+          r.used = false;
+        else
+          used = true;
+      }
+    return used;
+  };
+  if (in_use()) {
+    const auto deadline = base::Deadline::after_ms(close_wait_key.get());
+    while (in_use() && !deadline.expired()) {
+      poll();
+      if (port->pinned > 0)
+        (void)core.wait_sleeping([&] { return port->pinned == 0; }, base::Deadline::after_ms(1));
+    }
+    if (in_use())
+      PIER_LOG(error, "port",
+               "port {} closed with transfers still using the client's memory after {} ms "
+               "(PIER_PORT_CLOSE_WAIT_MS)",
+               port->id, close_wait_key.get());
+  }
   auto& slot = ports[port->id];
   // Cookies the core still holds name this port's objects, and answers
   // still wait for core room: keep it until they are all finalized and

@@ -248,7 +248,10 @@ const Event& Port::Impl::receive() noexcept {
   if (is_receive_event(current.type)) ++recv_held;
   if (current.type == PIER_PORT_ALARM_EVENT) {
     auto* rec = alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(current.internal_));
-    if (rec) rec->queued = nullptr;
+    if (rec) {
+      rec->queued = nullptr;
+      rec->handed = true;
+    }
   }
   return current;
 }
@@ -287,9 +290,13 @@ void Port::Impl::unknown(const Event& e) noexcept {
       return;
     }
     case PIER_PORT_ALARM_EVENT: {
+      // Another port's event names a record of that port's pool (the same
+      // handle may be armed here); a record whose event was not handed out
+      // is armed or queued, never ended here.
+      if (e.receiver_port_id != id) return;
       auto h = static_cast<base::Pool<AlarmRec>::Handle>(e.internal_);
       AlarmRec* rec = alarms.lookup(h);
-      if (rec == nullptr) return;  // canceled after its event was taken
+      if (rec == nullptr || !rec->handed) return;  // canceled after its event was taken
       const AlarmCallback cb = rec->callback;
       void* ctx = rec->context;
       // Only if the client's alarm still names this record: it may have
@@ -316,6 +323,8 @@ Status Port::Impl::set_alarm(Alarm& a, std::uint64_t usecs, AlarmCallback cb, vo
   AlarmRec* rec = alarms.acquire();
   if (rec == nullptr) return Status::no_resource;
   rec->due_ns = base::now_ns() + static_cast<std::int64_t>(usecs * 1000);
+  rec->queued = nullptr;
+  rec->handed = false;
   rec->callback = cb;
   rec->context = ctx;
   rec->user = &a;

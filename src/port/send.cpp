@@ -301,9 +301,10 @@ void Port::Impl::settle(Connection* c) noexcept {
     if (op->core_busy || op->landing) return;
     if (op->replied || op->local_status != Status::ok) release_credit(c, op);
     if (op->replied && op->reply_status == Status::in_progress) {
-      // A nack for an op behind a failure: it waits for resume or drop.
+      // A nack for an op behind a failure: it waits for resume or drop
+      // (or, the failure resumed meanwhile, fails with the nack's reason).
       c->in_flight.pop();
-      fail_or_park(c, op, Status::broken);
+      fail_or_park(c, op, op->parked_reason);
       continue;
     }
     if (op->replied) {
@@ -425,6 +426,7 @@ void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noe
       op->reply_status = why;
     } else {
       op->reply_status = Status::in_progress;  // park it in settle()
+      op->parked_reason = why;                 // reported with it, should it be the one that counts
     }
   }
   settle(c);
@@ -451,7 +453,14 @@ void Port::Impl::close_sender() noexcept {
   // then. Drop it there, as drop_sends would, once per failure and at least
   // once while ops are out, so the target lets go of all of it.
   for (Connection* c : live_conns) {
-    const std::uint32_t drops = std::max<std::uint32_t>(c->failures, c->in_flight.empty() ? 0 : 1);
+    // A resume or drop still queued for core room counted its failure as
+    // answered already: it goes out as a drop now, or the target's stream
+    // would stay suspended for good.
+    std::uint32_t unsent_controls = 0;
+    for (Op* op = c->queued.head; op != nullptr; op = op->next)
+      if (is_control(op->kind)) ++unsent_controls;
+    const std::uint32_t drops =
+        std::max<std::uint32_t>(c->failures + unsent_controls, c->in_flight.empty() ? 0 : 1);
     for (std::uint32_t i = 0; i < drops; ++i)
       (void)send_answer(c->priority, c->node, c->port, 0, wire::PortKind::drop, 0);
   }

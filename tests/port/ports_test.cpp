@@ -1,7 +1,11 @@
 // Ports of one node: numbers, in_use, close and reopen, ids and host names,
 // configured token counts, send_to_peer (PEER events), messages between two
 // ports of the same process, and a send to a port closed meanwhile.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
+#include <thread>
 
 #include "harness.hpp"
 
@@ -126,6 +130,9 @@ TEST(Ports, HeldArrivalsOfAClosingPortAreAnsweredClosed) {
 // timeouts free the room, and node 0's send completes ok rather than hanging.
 TEST(Ports, AnswersWaitingForCoreRoomStillGoAfterThePortCloses) {
   config::ScopedSet msgs("CORE_SEND_MSGS", "2"), timeout("PORT_SEND_TIMEOUT_MS", "200");
+  // b's own big sends need node 0, which nobody progresses while b closes
+  // on this one thread: close() gives up waiting for them at once.
+  config::ScopedSet close_wait("PORT_CLOSE_WAIT_MS", "0");
   World w(2, "self");
   ASSERT_EQ(w.status, Status::ok);
   Driver a(*w.nodes[0], 1), other(*w.nodes[1], 3);  // `other` keeps node 1 polled
@@ -150,6 +157,7 @@ TEST(Ports, AnswersWaitingForCoreRoomStillGoAfterThePortCloses) {
 // answered with its data once the room comes.
 TEST(Ports, MemoryAGetReplyWaitsOnStaysRegistered) {
   config::ScopedSet msgs("CORE_SEND_MSGS", "2"), timeout("PORT_SEND_TIMEOUT_MS", "200");
+  config::ScopedSet close_wait("PORT_CLOSE_WAIT_MS", "0");  // as above, at the end
   World w(2, "self");
   ASSERT_EQ(w.status, Status::ok);
   Driver a(*w.nodes[0], 1), b(*w.nodes[1], 2);
@@ -449,6 +457,81 @@ TEST(Ports, AnotherPortsSentEventIsIgnored) {
     return;
   }
   FAIL() << "no SENT event came";
+}
+
+/// An ALARM event handed to another port's unknown(): that port's alarm
+/// record of the same handle (pools start alike) ran its callback early
+/// and was released while still armed, so the next alarm there queued two
+/// events. An event names its port; another port ignores it, and a record
+/// is released only once its event was handed out.
+TEST(Ports, AnotherPortsAlarmEventIsIgnored) {
+  World w(1, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  Driver b(*w.nodes[0], 2);
+  int a_calls = 0, b_calls = 0;
+  const auto count = [](void* n) { ++*static_cast<int*>(n); };
+  Alarm aa{}, ba{};
+  ASSERT_EQ(a.port->set_alarm(aa, 0, count, &a_calls), Status::ok);
+  ASSERT_EQ(b.port->set_alarm(ba, 1'000'000, count, &b_calls), Status::ok);  // 1 s
+  Event from_a{};
+  for (int i = 0; i < 1000 && from_a.type != PIER_PORT_ALARM_EVENT; ++i) from_a = a.port->receive();
+  ASSERT_EQ(from_a.type, PIER_PORT_ALARM_EVENT);
+  b.port->unknown(from_a);  // the wrong port
+  EXPECT_EQ(b_calls, 0) << "b's alarm ran on a's event";
+  a.port->unknown(from_a);
+  EXPECT_EQ(a_calls, 1);
+  // b's alarm still stands, once: set again short, it fires exactly once.
+  ASSERT_EQ(b.port->set_alarm(ba, 0, count, &b_calls), Status::ok);
+  int events = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const Event& e = b.port->receive();
+    if (e.type != PIER_PORT_ALARM_EVENT) continue;
+    ++events;
+    const Event copy = e;
+    b.port->unknown(copy);
+  }
+  EXPECT_EQ(events, 1);
+  EXPECT_EQ(b_calls, 1);
+}
+
+/// A port closed while a large message was landing in one of its provided
+/// buffers: close() returned at once (the port kept as a zombie), and the
+/// node's later progress went on writing the client's buffer, which the
+/// client may have freed. close() now returns once no transfer uses the
+/// client's memory.
+TEST(Ports, NothingWritesAProvidedBufferOnceItsPortClosed) {
+  World w(2, "shm");
+  ASSERT_EQ(w.status, Status::ok);
+  Driver a(*w.nodes[0], 1);
+  Driver b(*w.nodes[1], 2);
+  Driver other(*w.nodes[1], 3);  // keeps node 1 busy after b is gone
+  constexpr std::size_t length = std::size_t{16} << 20;
+  const unsigned size = min_size_for_length(length);
+  std::vector<std::byte> buf = buffer_for(size);
+  ASSERT_EQ(b.provide(buf.data(), size, Priority::low), Status::ok);
+  const std::vector<std::byte> m(length, std::byte{0x5a});
+  ASSERT_EQ(a.send(m.data(), m.size(), Priority::low, 1, 2, 1), Status::ok);
+  std::atomic<bool> sent{false};
+  std::thread sender([&] {  // node 0 progresses on its own, as another process would
+    const auto end = base::Deadline::after_ms(20000);
+    while (a.completions.empty() && !end.expired()) a.step();
+    sent = true;
+  });
+  // Until the data started to land.
+  const auto end = base::Deadline::after_ms(10000);
+  const volatile std::byte* first = buf.data();
+  while (*first != std::byte{0x5a} && !end.expired()) (void)b.port->receive_pending();
+  const std::byte seen = *first;
+  ASSERT_EQ(seen, std::byte{0x5a}) << "the transfer never started";
+  b.port.reset();                             // close, mid-transfer
+  std::memset(buf.data(), 0x11, buf.size());  // the client's memory again
+  while (!sent.load()) other.step();
+  sender.join();
+  for (int i = 0; i < 200; ++i) other.step();
+  const auto written =
+      std::count_if(buf.begin(), buf.end(), [](std::byte x) { return x != std::byte{0x11}; });
+  EXPECT_EQ(written, 0) << "bytes written into a closed port's buffer";
 }
 
 /// A port closed while its ops wait at the target, before any failure was
