@@ -64,6 +64,8 @@ namespace {
 constexpr std::size_t max_parked = 1024;
 constexpr auto check_period = std::chrono::milliseconds(20);
 constexpr std::uint32_t check_every_polls = 64;
+/// Byes kept for later at once (instances going away under back-pressure).
+constexpr std::size_t max_owed_byes = 1024;
 constexpr auto drain_limit = std::chrono::seconds(2);
 
 /// Boot id and pid namespace: two processes with the same key see each
@@ -229,6 +231,7 @@ Result<std::vector<std::byte>> OfiContext::init() {
     ops_.resize(static_cast<std::size_t>(ops_key.get()));
     retry_.reserve(ops_.size());
     retrying_.reserve(ops_.size());
+    owed_byes_.reserve(max_owed_byes);
     parked_.reserve(max_parked);
   } catch (...) {
     return Status::no_memory;
@@ -368,7 +371,11 @@ Status OfiContext::close() {
       // Byes and the last packets must leave before the endpoint goes.
       std::lock_guard lock(mutex_);
       const auto limit = std::chrono::steady_clock::now() + drain_limit;
-      while (std::chrono::steady_clock::now() < limit && sends_in_provider()) (void)read_cq();
+      while (std::chrono::steady_clock::now() < limit &&
+             (sends_in_provider() || !owed_byes_.empty())) {
+        (void)read_cq();
+        if (!owed_byes_.empty()) send_owed_byes();
+      }
     }
     // Only now does an in-process peer see us gone: our byes are out, so
     // its orderly close is not taken for a death (list first, as above).
@@ -620,12 +627,35 @@ std::size_t OfiContext::read_cq() noexcept {
   return seen;
 }
 
+void OfiContext::owe_bye(std::size_t peer, const Control& c) noexcept {
+  if (owed_byes_.size() == owed_byes_.capacity()) {
+    PIER_LOG(warn, "ofi", "{} byes already owed: one to peer {} is dropped", owed_byes_.size(),
+             peer);
+    return;
+  }
+  owed_byes_.push_back({peer, c});
+  control_owed_ = true;
+}
+
+void OfiContext::send_owed_byes() noexcept {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < owed_byes_.size(); ++i) {
+    const OwedBye& b = owed_byes_[i];
+    if (peer_dead(b.peer)) continue;  // nobody left to tell
+    const Status s = send_control(b.peer, b.control);
+    if (s == Status::no_resource) owed_byes_[kept++] = b;  // order kept: older first
+  }
+  owed_byes_.resize(kept);
+  if (kept != 0) control_owed_ = true;
+}
+
 void OfiContext::progress() noexcept {
   if (state_ != State::running) return;
   ++progress_epoch_;
   const std::size_t seen = read_cq();
   if (control_owed_) {
     control_owed_ = false;
+    if (!owed_byes_.empty()) send_owed_byes();
     for (OfiInstance* inst : instances_) inst->flush_control();
   }
   // Reading the clock on every poll cost a fifth of a busy 8-byte ping-pong

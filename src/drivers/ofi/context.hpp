@@ -125,6 +125,10 @@ class OfiContext final : public driver::Context {
   void keep_until_done(Op* op, std::vector<std::byte>&& buffer) noexcept;
   /// An instance owes a control message it could not send yet.
   void owe_control() noexcept { control_owed_ = true; }
+  /// A bye (or any last control message of an instance going away) that met
+  /// back-pressure: kept and sent from progress once there is room, so the
+  /// peer is not left waiting for a close it never hears of.
+  void owe_bye(std::size_t peer, const Control& c) noexcept;
   std::uint64_t peer_addr(std::size_t peer) const noexcept { return peers_[peer].addr; }
   bool peer_dead(std::size_t peer) const noexcept { return peers_[peer].dead; }
   /// Sends of `inst` that read caller memory (send, rma_write) and that
@@ -232,6 +236,13 @@ class OfiContext final : public driver::Context {
   ControlParser parser_;
   std::chrono::steady_clock::time_point last_check_{};
   bool control_owed_ = false;
+  struct OwedBye {
+    std::size_t peer;
+    Control control;
+  };
+  std::vector<OwedBye> owed_byes_;  ///< capacity reserved at init
+  /// Sends what owe_bye() kept, while there is room.
+  void send_owed_byes() noexcept;
   std::uint32_t idle_polls_ = 0;
   std::uint32_t polls_since_check_ = 0;
   std::uint64_t progress_epoch_ = 0;

@@ -35,8 +35,10 @@ OfiInstance::~OfiInstance() {
     bye.target_context = remote_ctx_;
     bye.target_instance = remote_id_;
     bye.value = sent_;
-    for (int i = 0; i < 100 && ctx_.send_control(peer_, bye) == Status::no_resource; ++i)
+    Status sent = Status::no_resource;
+    for (int i = 0; i < 100 && (sent = ctx_.send_control(peer_, bye)) == Status::no_resource; ++i)
       ctx_.progress();
+    if (sent == Status::no_resource) ctx_.owe_bye(peer_, bye);
   }
   // The caller's memory is its own again once we return: a receive the
   // provider holds is let go of first (it wrote into it after the destroy).
@@ -130,8 +132,10 @@ Status OfiInstance::disconnect() {
     bye.target_context = remote_ctx_;
     bye.target_instance = remote_id_;
     bye.value = sent_;
-    for (int i = 0; i < 1000 && ctx_.send_control(peer_, bye) == Status::no_resource; ++i)
+    Status sent = Status::no_resource;
+    for (int i = 0; i < 1000 && (sent = ctx_.send_control(peer_, bye)) == Status::no_resource; ++i)
       ctx_.progress();
+    if (sent == Status::no_resource) ctx_.owe_bye(peer_, bye);  // sent from progress later
   }
   if (state_ == State::connected || state_ == State::connecting) {
     state_ = State::closed;

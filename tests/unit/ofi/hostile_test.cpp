@@ -240,6 +240,71 @@ TEST_P(OfiDestroy, ASendEndedByDisconnectIsReportedOnlyOnceLibfabricLetGo) {
   EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
+/// disconnect()'s bye met back-pressure (every libfabric operation of the
+/// context held by sends the peer had not taken) and was given up after
+/// 1000 tries, never owed: the peer, alive, never learned of the close, and
+/// its receive waited for ever. The bye is now owed and sent once room
+/// comes back.
+TEST_P(OfiDestroy, AByeThatMeetsBackPressureIsSentLater) {
+  config::ScopedSet no_rma("OFI_RMA", "false");
+  config::ScopedSet ops("OFI_OPS", "128");  // 64 of them are control receives
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::large, l), Status::ok);
+  // Large sends nobody receives yet, until x has no operation left.
+  constexpr std::size_t size = 256 * 1024;
+  std::vector<std::byte> src(size, std::byte{0x5a});
+  ::iovec siov{src.data(), src.size()};
+  std::vector<std::unique_ptr<Packet>> sends;
+  std::vector<Status> states;
+  for (int i = 0; i < 200; ++i) {
+    auto s = std::make_unique<Packet>();
+    s->set_iovec(&siov, 1);
+    const Status ss = l.a->send_post(*s);
+    if (ss == Status::no_resource) break;
+    ASSERT_TRUE(is_success(ss)) << to_string(ss);
+    sends.push_back(std::move(s));
+    states.push_back(ss);
+  }
+  ASSERT_FALSE(sends.empty());
+  ASSERT_EQ(l.a->disconnect(), Status::ok);  // its bye finds no operation
+  // y takes every message; x's sends end, their operations come back, and
+  // x (progressed by its sends' polls) owes y the bye.
+  std::vector<std::byte> dst(size);
+  ::iovec riov{dst.data(), dst.size()};
+  const auto deadline = soon();
+  std::size_t taken = 0;
+  Status rs = Status::in_progress;
+  Packet r;
+  bool posted = false;
+  driver::Instance* ready = nullptr;
+  while (Clock::now() < deadline) {
+    for (std::size_t i = 0; i < sends.size(); ++i)
+      if (states[i] == Status::in_progress) states[i] = l.a->send_poll(*sends[i]);
+    (void)x.ctx->probe_any(&ready);
+    if (!posted) {
+      r = Packet{};
+      r.set_iovec(&riov, 1);
+      rs = l.b->recv_post(r);
+      posted = true;
+    }
+    if (rs == Status::in_progress) rs = l.b->recv_poll(r);
+    if (rs == Status::in_progress) continue;
+    if (rs != Status::ok) break;  // the end: closed once every packet was taken
+    ++taken;
+    posted = false;
+  }
+  EXPECT_EQ(rs, Status::closed) << "the peer never learned of the close (" << taken << " of "
+                                << sends.size() << " taken)";
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
 /// Two contexts of one process: once one closes, the other's keep-alives to
 /// it crashed inside libfabric 1.17's shm provider (a peer in the same
 /// process has no pidfd to show it is gone). The closed context is now seen
