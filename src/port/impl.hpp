@@ -271,6 +271,7 @@ class Port::Impl {
   /// Core cookies naming this port's objects, not yet finalized: a closed
   /// port lives on until this is 0.
   std::size_t pinned = 0;
+  bool closing = false;  ///< close() waits on it: not reaped meanwhile
 
   // ---- tokens
   unsigned send_total;

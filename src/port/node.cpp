@@ -73,9 +73,9 @@ void Node::Impl::close(Port::Impl* port) noexcept {
   open_ports.erase(std::find(open_ports.begin(), open_ports.end(), port));
   // The client's memory is its own once close returns: transfers the core
   // still runs into it or out of it (a rendezvous into a provided buffer,
-  // a send's data, a get landing, a put into registered memory) end first.
-  // Each ends or its peer fails (the core notices a silent peer), so the
-  // wait is bounded; past PORT_CLOSE_WAIT_MS it is given up, loudly.
+  // a send's data, a get landing, a put into registered memory) end first,
+  // up to PORT_CLOSE_WAIT_MS (then logged): a peer that stops progressing
+  // can hold one for ever.
   const auto in_use = [port] {
     bool used = port->pinned > 0;
     for (auto& r : port->ranges)
@@ -87,24 +87,13 @@ void Node::Impl::close(Port::Impl* port) noexcept {
       }
     return used;
   };
-  if (in_use()) {
-    const auto deadline = base::Deadline::after_ms(close_wait_key.get());
-    while (in_use() && !deadline.expired()) {
-      poll();
-      if (port->pinned > 0)
-        (void)core.wait_sleeping([&] { return port->pinned == 0; }, base::Deadline::after_ms(1));
-    }
-    if (in_use())
-      PIER_LOG(error, "port",
-               "port {} closed with transfers still using the client's memory after {} ms "
-               "(PIER_PORT_CLOSE_WAIT_MS)",
-               port->id, close_wait_key.get());
-  }
+  const bool busy = in_use();
   auto& slot = ports[port->id];
   // Cookies the core still holds name this port's objects, and answers
-  // still wait for core room: keep it until they are all finalized and
-  // sent (poll() goes on retrying them).
-  if (port->pinned > 0 || !port->reply_retry.empty()) {
+  // still wait for core room: a zombie keeps it until they are all
+  // finalized and sent (poll() goes on retrying them). Its number is free
+  // from now on: what arrives for it is answered "closed", never taken.
+  if (busy || !port->reply_retry.empty()) {
     try {
       zombies.push_back(std::move(slot));
     } catch (const std::bad_alloc&) {
@@ -112,11 +101,28 @@ void Node::Impl::close(Port::Impl* port) noexcept {
       (void)slot.release();  // leaked rather than freed under the core's feet
     }
   }
+  if (busy && slot == nullptr) {
+    port->closing = true;  // reap() leaves it while we wait
+    const auto deadline = base::Deadline::after_ms(close_wait_key.get());
+    while (in_use() && !deadline.expired()) {
+      poll();
+      (void)core.wait_sleeping([&] { return port->pinned == 0; }, base::Deadline::after_ms(1));
+    }
+    port->closing = false;
+    if (in_use())
+      PIER_LOG(error, "port",
+               "port {} closed with transfers still using the client's memory after {} ms "
+               "(PIER_PORT_CLOSE_WAIT_MS)",
+               port->id, close_wait_key.get());
+    reap();
+  }
   slot.reset();
 }
 
 void Node::Impl::reap() noexcept {
-  std::erase_if(zombies, [](const auto& z) { return z->pinned == 0 && z->reply_retry.empty(); });
+  std::erase_if(zombies, [](const auto& z) {
+    return z->pinned == 0 && z->reply_retry.empty() && !z->closing;
+  });
 }
 
 bool Node::Impl::older_answers_wait_slow(unsigned id, std::uint32_t to,
