@@ -294,6 +294,9 @@ void ShmInstance::settle_posted(driver::Deadline deadline) noexcept {
   // receive; a split asks us to pull our half, which progress_recv does.
   while (posted_ != nullptr && phase_ == Phase::connected) {
     if (progress_recv() != Status::in_progress) return;
+    // Our own sends go on meanwhile: a peer ending at the same time may
+    // wait for the done record of a split copy we are in the middle of.
+    pump();
     if (driver::Clock::now() >= deadline) {
       PIER_LOG(error, "shm", "peer pid {} still copies into a receive being ended", remote_.pid);
       return;
