@@ -83,6 +83,9 @@ class TcpInstance final : public driver::Instance {
   void become_connected() noexcept;
   void fail(Status why, int err) noexcept;
   void release_fd() noexcept;
+  /// A send's error: EPIPE or ECONNRESET end the sends only (see
+  /// sends_ended_); anything else breaks the instance.
+  void send_failed(int err) noexcept;
   /// Before our FIN: a buffer send answered ok at once must leave whole
   /// (with what is queued ahead of it), bounded by `deadline`.
   void flush_staged(driver::Deadline deadline) noexcept;
@@ -109,6 +112,9 @@ class TcpInstance final : public driver::Instance {
   const driver::Track track_;
   State state_ = State::idle;
   bool death_reported_ = false;
+  /// A send failed because the peer closed: sends answer broken, receives
+  /// go on until the input ends (send_failed()).
+  bool sends_ended_ = false;
   int fd_ = -1;
   UrlBytes remote_{};
 

@@ -46,6 +46,7 @@ Status TcpInstance::post_state() const noexcept {
 
 Status TcpInstance::send_buf_get(driver::Packet& pkt) {
   if (const Status st = post_state(); st != Status::ok) return st;
+  if (sends_ended_) return Status::broken;
   if (stage_state_ == Stage::lent) return Status::invalid_argument;  // one at a time
   if (stage_state_ == Stage::queued && state_ == State::connected) progress_send();
   if (stage_state_ != Stage::free) return Status::no_resource;
@@ -62,9 +63,9 @@ Status TcpInstance::send_buf_post(driver::Packet& pkt, std::size_t len) {
   if (stage_state_ != Stage::lent || pkt.form != driver::Packet::Form::buffer ||
       pkt.buf != stage_.get() + frame_header_size || len > stage_len_)
     return Status::invalid_argument;
-  if (const Status st = post_state(); st != Status::ok) {
+  if (const Status st = post_state(); st != Status::ok || sends_ended_) {
     stage_state_ = Stage::free;
-    return st;
+    return st != Status::ok ? st : Status::broken;
   }
   // send_buf_get() kept a slot free and nothing else posts meanwhile (one
   // caller per instance).
@@ -88,6 +89,7 @@ Status TcpInstance::send_buf_post(driver::Packet& pkt, std::size_t len) {
 
 Status TcpInstance::send_post(driver::Packet& pkt) {
   if (const Status st = post_state(); st != Status::ok) return st;
+  if (sends_ended_) return Status::broken;
   if (stage_state_ == Stage::lent) return Status::invalid_argument;         // post the buffer first
   if (pkt.driver_data[0] == mark_sending) return Status::invalid_argument;  // still queued
   // Every element reachable and every chunk inside its data (a null base
@@ -111,7 +113,24 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
                                          : Status::in_progress;
 }
 
+void TcpInstance::send_failed(int err) noexcept {
+  if (err != EPIPE && err != ECONNRESET) return fail(Status::broken, err);
+  // The peer closed (a reset came back for what we sent after its close),
+  // but what it sent before may still sit unread in our socket: the sends
+  // end, the receives go on until the input ends (end of file or the
+  // reset's error), and only then does the instance break. Failing it now
+  // threw that input away with the socket.
+  if (sends_ended_) return;
+  sends_ended_ = true;
+  while (send_count_ > 0) {
+    complete_send(slots_[send_head_], Status::broken);
+    send_head_ = (send_head_ + 1) % slots_.size();
+    --send_count_;
+  }
+}
+
 bool TcpInstance::push_keepalive() noexcept {
+  if (sends_ended_) return false;
   // A lent staging buffer owns the last free slot.
   if (send_count_ + (stage_state_ == Stage::lent ? 1 : 0) >= slots_.size()) return false;
   SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];
@@ -140,7 +159,7 @@ bool TcpInstance::send_flat() noexcept {
   if (w < 0) {
     const int err = errno;
     if (err == EINTR) return false;  // the general path tries again
-    if (status_of_errno(err) != Status::in_progress && err != ENOBUFS) fail(Status::broken, err);
+    if (status_of_errno(err) != Status::in_progress && err != ENOBUFS) send_failed(err);
     return true;
   }
   slot.sent = static_cast<std::size_t>(w);
@@ -153,6 +172,7 @@ bool TcpInstance::send_flat() noexcept {
 }
 
 void TcpInstance::progress_send() noexcept {
+  if (sends_ended_) return;
   if (send_count_ == 1 && state_ == State::connected && send_flat()) return;
   while (send_count_ > 0 && state_ == State::connected) {
     ::iovec iov[max_write_iov];
@@ -186,7 +206,7 @@ void TcpInstance::progress_send() noexcept {
       const int err = errno;
       if (err == EINTR) continue;
       if (status_of_errno(err) == Status::in_progress || err == ENOBUFS) return;
-      fail(Status::broken, err);
+      send_failed(err);
       return;
     }
     auto left = static_cast<std::size_t>(w);

@@ -659,6 +659,49 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughTheContextClosedRightAway) {
                      << ")";
 }
 
+/// The peer closed once it had our acknowledgement for everything it sent,
+/// but we had not read all of it yet: our next packets met its closed
+/// socket, a reset came back, and the send that then failed (EPIPE) broke
+/// the instance, which threw away what we had received and not yet read.
+/// A failed send now ends the sending side only; what arrived is still
+/// delivered, and the end comes when the input does.
+TEST(TcpClose, ASendThatFailsAfterThePeerClosedLosesNothingReceived) {
+  Node x = make_node(), y = make_node();
+  ASSERT_TRUE(x.ctx && y.ctx);
+  Pair p = connect_pair(x, y);
+  ASSERT_TRUE(p.a && p.b);
+  constexpr std::size_t count = 8;  // 64 KiB: all in b's socket, a's acknowledged
+  std::vector<std::unique_ptr<Buf>> sent;
+  for (std::size_t i = 0; i < count; ++i) {
+    sent.push_back(std::make_unique<Buf>(8192, static_cast<int>(i)));
+    Status st = p.a->send_post(sent.back()->pkt);
+    if (st == Status::in_progress) st = p.a->send_wait(sent.back()->pkt, soon(5000));
+    ASSERT_EQ(st, Status::ok) << i;
+  }
+  ASSERT_EQ(p.a->disconnect(), Status::ok);
+  p.a.reset();
+  ASSERT_EQ(x.ctx->close(), Status::ok);  // all of a's bytes are in b's socket
+  // b speaks twice: the first brings the reset back, the second fails.
+  for (int k = 0; k < 2; ++k) {
+    Buf from_b(100, 9);
+    Status st = p.b->send_post(from_b.pkt);
+    if (st == Status::in_progress) st = p.b->send_wait(from_b.pkt, soon(2000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::size_t got = 0;
+  Status last = Status::ok;
+  while (got < count) {
+    Buf in(8192);
+    last = p.b->recv_post(in.pkt);
+    if (last == Status::in_progress) last = p.b->recv_wait(in.pkt, soon(5000));
+    if (last != Status::ok) break;
+    EXPECT_EQ(in.bytes[0], static_cast<std::byte>(got));
+    ++got;
+  }
+  EXPECT_EQ(got, count) << "received packets thrown away by a failed send (" << to_string(last)
+                        << ")";
+}
+
 /// A buffer send answers ok at once, whatever the socket took. disconnect()
 /// ended every queued frame as closed and shut the socket: a buffer frame
 /// still queued (behind a send the socket could not take) never left,
