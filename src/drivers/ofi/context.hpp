@@ -186,6 +186,9 @@ class OfiContext final : public driver::Context {
   void check_peers() noexcept;
   /// Marks dead the peers that are contexts of this process no longer open.
   void check_in_process_peers() noexcept;
+  /// Whether an in-process peer's context is still in the list; nothing
+  /// when the list is busy (try_lock).
+  std::optional<bool> in_process_peer_open(std::size_t peer) noexcept;
   /// Whether a context of that id is open in this process (this copy).
   static bool registered_here(std::uint64_t context_id) noexcept;
   void mark_dead(std::size_t peer) noexcept;
