@@ -518,6 +518,40 @@ TEST_F(TcpPair, AnAcceptorLearnsThatItsPeerDiedBeforeConnecting) {
   EXPECT_EQ(st, Status::broken);
 }
 
+/// Sends 8 KiB packets, numbered by their first byte, until the socket
+/// takes no more (the peer reads nothing meanwhile); `sent` keeps them
+/// alive. Returns how many send_post() answered ok.
+std::size_t fill_socket(driver::Instance& a, std::vector<std::unique_ptr<Buf>>& sent) {
+  std::size_t ok = 0;
+  for (int i = 0; i < 512; ++i) {
+    sent.push_back(std::make_unique<Buf>(8192, i & 0xff));
+    if (a.send_post(sent.back()->pkt) != Status::ok) break;
+    ++ok;
+  }
+  return ok;
+}
+
+/// Receives the packets fill_socket() numbered, in order, until a receive
+/// ends otherwise (its status in `last`) or 10 s pass; returns how many.
+std::size_t read_numbered(driver::Instance& b, Status& last) {
+  std::size_t got = 0;
+  last = Status::ok;
+  const auto end = soon(10000);
+  while (Clock::now() < end) {
+    Buf in(8192);
+    last = b.recv_post(in.pkt);
+    if (last == Status::in_progress) last = b.recv_wait(in.pkt, soon(5000));
+    if (last != Status::ok) break;
+    EXPECT_EQ(in.pkt.length, 8192u);
+    if (in.bytes[0] != static_cast<std::byte>(got & 0xff)) {
+      ADD_FAILURE() << "packet " << got << " out of order";
+      break;
+    }
+    ++got;
+  }
+  return got;
+}
+
 /// disconnect() with input unread (a packet of the peer's we never took)
 /// closed the socket abortively: the kernel reset the connection and threw
 /// away what it still held of our own, packets whose send_post() had
@@ -533,29 +567,13 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughInputWasUnread) {
   ASSERT_TRUE(is_success(p.b->send_post(from_b.pkt)));
   // a sends until its socket is full (b reads nothing meanwhile).
   std::vector<std::unique_ptr<Buf>> sent;
-  std::size_t ok = 0;
-  for (int i = 0; i < 512; ++i) {
-    sent.push_back(std::make_unique<Buf>(8192, i & 0xff));
-    const Status st = p.a->send_post(sent.back()->pkt);
-    if (st != Status::ok) break;
-    ++ok;
-  }
+  const std::size_t ok = fill_socket(*p.a, sent);
   ASSERT_GT(ok, 0u);
   ASSERT_LT(ok, 512u) << "the socket never filled";
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // b's packet is in a's socket
   ASSERT_EQ(p.a->disconnect(), Status::ok);
-  std::size_t got = 0;
   Status last = Status::ok;
-  const auto end = soon(10000);
-  while (Clock::now() < end) {
-    Buf in(8192);
-    last = p.b->recv_post(in.pkt);
-    if (last == Status::in_progress) last = p.b->recv_wait(in.pkt, soon(5000));
-    if (last != Status::ok) break;
-    ASSERT_EQ(in.pkt.length, 8192u);
-    ASSERT_EQ(in.bytes[0], static_cast<std::byte>(got & 0xff)) << "packet " << got << " of " << ok;
-    ++got;
-  }
+  const std::size_t got = read_numbered(*p.b, last);
   EXPECT_EQ(got, ok) << "packets answered ok by send_post but never delivered";
   // closed, or broken when the packet send_post left in progress had gone
   // out in part (its frame ends mid-way).
@@ -573,13 +591,7 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughItSendsAfterOurClose) {
   Pair p = connect_pair(x, y);
   ASSERT_TRUE(p.a && p.b);
   std::vector<std::unique_ptr<Buf>> sent;
-  std::size_t ok = 0;
-  for (int i = 0; i < 512; ++i) {
-    sent.push_back(std::make_unique<Buf>(8192, i & 0xff));
-    const Status st = p.a->send_post(sent.back()->pkt);
-    if (st != Status::ok) break;
-    ++ok;
-  }
+  const std::size_t ok = fill_socket(*p.a, sent);
   ASSERT_GT(ok, 0u);
   ASSERT_LT(ok, 512u) << "the socket never filled";
   ASSERT_EQ(p.a->disconnect(), Status::ok);
@@ -587,18 +599,8 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughItSendsAfterOurClose) {
   Buf from_b(100, 9);
   ASSERT_TRUE(is_success(p.b->send_post(from_b.pkt)));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::size_t got = 0;
   Status last = Status::ok;
-  const auto end = soon(10000);
-  while (Clock::now() < end) {
-    Buf in(8192);
-    last = p.b->recv_post(in.pkt);
-    if (last == Status::in_progress) last = p.b->recv_wait(in.pkt, soon(5000));
-    if (last != Status::ok) break;
-    ASSERT_EQ(in.pkt.length, 8192u);
-    ASSERT_EQ(in.bytes[0], static_cast<std::byte>(got & 0xff)) << "packet " << got << " of " << ok;
-    ++got;
-  }
+  const std::size_t got = read_numbered(*p.b, last);
   EXPECT_EQ(got, ok) << "packets answered ok by send_post but never delivered";
   EXPECT_TRUE(last == Status::closed || last == Status::broken) << to_string(last);
   // b's end of file lets the lingering socket go.
@@ -617,13 +619,7 @@ TEST(TcpClose, PacketsSentOkReachThePeerThoughTheContextClosedRightAway) {
   Pair p = connect_pair(x, y);
   ASSERT_TRUE(p.a && p.b);
   std::vector<std::unique_ptr<Buf>> sent;
-  std::size_t ok = 0;
-  for (int i = 0; i < 512; ++i) {
-    sent.push_back(std::make_unique<Buf>(8192, i & 0xff));
-    const Status st = p.a->send_post(sent.back()->pkt);
-    if (st != Status::ok) break;
-    ++ok;
-  }
+  const std::size_t ok = fill_socket(*p.a, sent);
   ASSERT_GT(ok, 0u);
   ASSERT_LT(ok, 512u) << "the socket never filled";
   std::atomic<bool> closed{false};
