@@ -818,6 +818,14 @@ std::uint32_t Core::credit_limit(Rank peer) const noexcept {
   return impl_->gates_[peer]->peer_credits;
 }
 
+void Core::reject_peer(Rank peer, Status why) noexcept {
+  if (!impl_->connected_ || peer >= impl_->size_) return;
+  Gate& g = *impl_->gates_[peer];
+  if (g.state == GateState::failed || g.fail_due != Status::ok) return;
+  g.fail_due = is_success(why) ? Status::malformed : why;
+  impl_->touch(g);
+}
+
 Status Core::gate_status(Rank peer) const noexcept {
   if (!impl_->connected_ || peer >= impl_->size_) return Status::invalid_argument;
   const Gate& g = *impl_->gates_[peer];

@@ -279,6 +279,13 @@ class Core {
   /// usable (connected or connecting), the failure (broken, ...) once it
   /// failed, invalid_argument for a rank out of range or before connect().
   Status gate_status(Rank peer) const noexcept;
+  /// The client found a message of `peer` malformed (an upper header that
+  /// does not decode, or disagrees with the frame): its gate fails as for a
+  /// malformed core packet, so both sides' operations end with an error
+  /// instead of being matched to the wrong answers. Callable from
+  /// lib_parse: the gate fails once the packet in hand is done with, before
+  /// the next one of that peer is delivered.
+  void reject_peer(Rank peer, Status why) noexcept;
   /// Credits `peer` grants per priority: how many of our messages its slots
   /// hold at once (an upper layer that holds arrivals keeps fewer than this
   /// in flight, so its controls always find one). Our own setting for a

@@ -87,6 +87,10 @@ void Core::Impl::slow_pass(bool sweep) noexcept {
 void Core::Impl::visit(Gate& gate, bool sweep) noexcept {
   // An idle gate has nothing queued: a send or the peer's connection opens it.
   if (gate.state == GateState::failed || gate.state == GateState::idle || !gate.active) return;
+  if (gate.fail_due != Status::ok) {
+    PIER_LOG(warn, "core", "rank {} sent a bad message: {}", gate.peer, to_string(gate.fail_due));
+    return fail_gate(gate, gate.fail_due);
+  }
   if (gate.state != GateState::connected) {
     if (!step_connect(gate) || gate.state != GateState::connected) return;
     polled_stale_ = true;
@@ -188,7 +192,7 @@ void Core::Impl::answer_probe(Gate& gate, std::int64_t now) noexcept {
 
 bool Core::Impl::busy(const Gate& g) const noexcept {
   if (g.state == GateState::failed || g.state == GateState::idle || !g.active) return false;
-  if (g.state != GateState::connected) return true;
+  if (g.state != GateState::connected || g.fail_due != Status::ok) return true;
   for (const Rail& r : g.rails)
     if (r.dying || !r.inflight.empty() || !r.large_send.empty() || !r.large_recv.empty())
       return true;

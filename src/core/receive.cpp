@@ -53,6 +53,7 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
         s = on_packet(gate, std::span<const std::byte>(rail.rx_buf.get(), rail.rx.length));
       }
     }
+    if (s == Status::ok) s = gate.fail_due;  // the client rejected what it parsed
     if (s != Status::ok) {
       PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
       return fail_gate(gate, s);

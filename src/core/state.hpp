@@ -227,6 +227,9 @@ struct Gate {
   /// queues (reap): nothing new is posted meanwhile, or it would overtake
   /// them on the new primary and fill the peer's reorder stash.
   bool reap_due = false;
+  /// The client found what the peer sent malformed (Core::reject_peer): the
+  /// gate fails once the packet in hand is done with.
+  Status fail_due = Status::ok;
   // staging slots: deferred and out-of-order packets
   std::size_t slot_bytes = 0;
   std::unique_ptr<std::byte[]> slot_mem;

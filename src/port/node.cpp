@@ -183,20 +183,22 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
                  : a.header.size() == wire::PortHeader::size
                      ? wire::PortHeader::decode(a.header)
                      : Result<wire::PortHeader>(Status::malformed);
-  if (!decoded) {
-    PIER_LOG(debug, "port", "node {}: bad port header: {}", a.source, to_string(decoded.status()));
-    return clean();
-  }
+  // A header that does not hold fails the peer: its op would get no answer,
+  // and the answers that follow, matched by position, would end the wrong ops.
+  const auto reject = [&](const char* what) {
+    PIER_LOG(warn, "port", "node {}: {}: the node is failed", a.source, what);
+    clean();
+    core.reject_peer(a.source, Status::malformed);
+  };
+  if (!decoded) return reject("bad port header");
   const wire::PortHeader& h = *decoded;
   // The core's copy of the routing fields must agree with ours, and the
   // payload with the header's length: a peer that disagrees is hostile.
   const bool carries_data = h.kind == wire::PortKind::send || h.kind == wire::PortKind::put ||
                             h.kind == wire::PortKind::get_reply;
   if (h.priority != a.priority || h.sending_port != a.source_port ||
-      h.receiving_port != a.destination_port || a.length != (carries_data ? h.length : 0)) {
-    PIER_LOG(debug, "port", "node {}: inconsistent port header", a.source);
-    return clean();
-  }
+      h.receiving_port != a.destination_port || a.length != (carries_data ? h.length : 0))
+    return reject("inconsistent port header");
   // An ack, nack or get data answers one of our ops; the rest are ops and
   // controls for a receiving port.
   const bool answer = h.kind == wire::PortKind::get_reply || h.kind == wire::PortKind::ack ||

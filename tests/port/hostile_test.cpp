@@ -97,7 +97,7 @@ std::vector<std::unique_ptr<core::Core>> connected_cores(core::Rank n) {
   return cores;
 }
 
-TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
+TEST(PortHostile, AnswersForNothingAndForbiddenOpsAreRefusedAndTheStreamGoesOn) {
   config::ScopedSet drivers("CORE_DRIVERS", "self");
   auto cores = connected_cores(2);
   ASSERT_EQ(cores.size(), 2u);
@@ -115,23 +115,13 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
         (void)cores[0]->progress();
       }
     };
-    // Bytes that do not decode: wrong version, reserved bytes set, short.
-    std::array<std::byte, wire::PortHeader::size> junk{};
-    junk.fill(std::byte{0xff});
-    ASSERT_EQ(raw.send(junk, 0, 1, 2), Status::ok);
     wire::PortHeader good;
     good.kind = wire::PortKind::send;
     good.size_class = 4;
     good.sending_port = 1;
     good.receiving_port = 2;
     good.length = 8;
-    // The header disagrees with the core's routing fields or the payload.
-    std::vector<std::byte> eight = pattern(8, 1), seven = pattern(7, 2);
-    std::array<std::byte, wire::PortHeader::size> enc{};
-    ASSERT_TRUE(wire::encode(good, enc));
-    ASSERT_EQ(raw.send(enc, 1, 1, 2, &eight), Status::ok);  // priority differs
-    ASSERT_EQ(raw.send(enc, 0, 5, 2, &eight), Status::ok);  // sending port differs
-    ASSERT_EQ(raw.send(good, &seven), Status::ok);          // length differs
+    std::vector<std::byte> eight = pattern(8, 1);
     // Answers for ops that do not exist; forged get data; a huge ack count.
     wire::PortHeader reply;
     reply.kind = wire::PortKind::ack;
@@ -149,22 +139,7 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     reply.length = 8;
     ASSERT_EQ(raw.send(reply, &eight), Status::ok);
     reply.length = 0;
-    // Kinds the decoder does not know, and answers whose fields it rejects.
-    std::array<std::byte, wire::PortHeader::size> bad{};
-    reply.kind = wire::PortKind::ack;
     reply.cookie = 0;
-    reply.tag = 1;
-    ASSERT_TRUE(wire::encode(reply, bad));
-    for (std::uint8_t kind : {std::uint8_t{0}, wire::port_kind_limit, std::uint8_t{0xff}}) {
-      bad[1] = std::byte{kind};
-      ASSERT_EQ(raw.send(bad, 0, 1, 2), Status::ok);
-    }
-    bad[1] = std::byte{static_cast<std::uint8_t>(wire::PortKind::nack)};
-    bad[16] = std::byte{0};  // a nack with status ok
-    ASSERT_EQ(raw.send(bad, 0, 1, 2), Status::ok);
-    bad[1] = std::byte{static_cast<std::uint8_t>(wire::PortKind::resume)};
-    bad[16] = std::byte{1};  // a resume with a tag
-    ASSERT_EQ(raw.send(bad, 0, 1, 2), Status::ok);
     // A put and a get outside registered memory: answered permission_denied.
     wire::PortHeader put;
     put.kind = wire::PortKind::put;
@@ -173,18 +148,6 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     put.length = 8;
     put.remote_address = 0x1000;
     ASSERT_EQ(raw.send(put, &eight), Status::ok);
-    // Compact headers (a send's, routed by the frame) that do not hold.
-    std::array<std::byte, wire::PortHeader::compact_size> compact{};
-    ASSERT_TRUE(wire::encode_compact(good, compact));
-    auto send_compact = [&](std::size_t at, std::uint8_t v) {
-      std::array<std::byte, wire::PortHeader::compact_size> c = compact;
-      c[at] = std::byte{v};
-      return raw.send(c, 0, 1, 2, &eight);
-    };
-    ASSERT_EQ(send_compact(1, static_cast<std::uint8_t>(wire::PortKind::put)), Status::ok);
-    ASSERT_EQ(send_compact(2, 3), Status::ok);  // size class 3 holds no 8 bytes
-    ASSERT_EQ(send_compact(3, 1), Status::ok);  // reserved
-    ASSERT_EQ(raw.send(std::span(enc).first(24), 0, 1, 2, &eight), Status::ok);  // neither size
     pump(200);
     EXPECT_TRUE(b.received.empty());
     ASSERT_EQ(raw.answers.size(), 1u);
@@ -207,6 +170,7 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
     EXPECT_EQ(raw.answers.back().tag, 2u);  // the resume and the send, coalesced
     // The same send in its compact form is taken as well.
     ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+    std::array<std::byte, wire::PortHeader::compact_size> compact{};
     ASSERT_TRUE(wire::encode_compact(good, compact));
     ASSERT_EQ(raw.send(compact, 0, 3, 2, &eight), Status::ok);
     for (int i = 0; i < 2000 && b.received.size() < 2; ++i) pump(1);
@@ -215,6 +179,108 @@ TEST(PortHostile, BadPeersAreRejectedAndTheGoodOnesStillServed) {
   }
   node->reset();
   cores.clear();
+}
+
+/// One header that does not hold, sent by rank 0 (`prio`, `sport`,
+/// `payload` and the header bytes as given) after a good send of the same
+/// stream; the node on rank 1 fails rank 0's gate, so the good send's
+/// answer is never matched to another op. Rank 2 is served after it.
+void expect_sender_failed(std::span<const std::byte> header, std::uint8_t prio, std::uint16_t sport,
+                          std::vector<std::byte>* payload, const char* what) {
+  SCOPED_TRACE(what);
+  auto cores = connected_cores(3);
+  ASSERT_EQ(cores.size(), 3u);
+  Raw raw(*cores[0]), bystander(*cores[2]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
+  ASSERT_EQ(cores[2]->attach(wire::Upper::port, &bystander, wire::PortHeader::size), Status::ok);
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    std::vector<std::byte> buf = buffer_for(4), buf2 = buffer_for(4);
+    ASSERT_EQ(b.provide(buf.data(), 4, Priority::low), Status::ok);
+    auto pump = [&](int rounds) {
+      for (int i = 0; i < rounds; ++i) {
+        b.step();
+        for (std::size_t r : {0u, 2u}) (void)cores[r]->progress();
+      }
+    };
+    ASSERT_EQ(raw.send(header, prio, sport, 2, payload), Status::ok);
+    for (int i = 0; i < 2000 && cores[1]->gate_status(0) == Status::ok; ++i) pump(1);
+    EXPECT_NE(cores[1]->gate_status(0), Status::ok);
+    EXPECT_TRUE(b.received.empty());
+    // The sender learns it too: its side of the link is gone.
+    for (int i = 0; i < 2000 && cores[0]->gate_status(1) == Status::ok; ++i) pump(1);
+    EXPECT_NE(cores[0]->gate_status(1), Status::ok);
+    wire::PortHeader good;
+    good.kind = wire::PortKind::send;
+    good.size_class = 4;
+    good.sending_port = 1;
+    good.receiving_port = 2;
+    good.length = 8;
+    std::vector<std::byte> eight = pattern(8, 4);
+    ASSERT_EQ(b.provide(buf2.data(), 4, Priority::low), Status::ok);
+    ASSERT_EQ(bystander.send(good, &eight), Status::ok);
+    for (int i = 0; i < 2000 && b.received.empty(); ++i) pump(1);
+    ASSERT_EQ(b.received.size(), 1u);
+    EXPECT_EQ(b.received[0].data, eight);
+  }
+  node->reset();
+  cores.clear();
+}
+
+/// Before, such a header was dropped and logged while the peer stayed up:
+/// its op got no answer, and the next answers (matched by position) ended
+/// the wrong ops.
+TEST(PortHostile, AHeaderThatDoesNotHoldFailsItsSenderAndTheOthersAreStillServed) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  wire::PortHeader good;
+  good.kind = wire::PortKind::send;
+  good.size_class = 4;
+  good.sending_port = 1;
+  good.receiving_port = 2;
+  good.length = 8;
+  std::vector<std::byte> eight = pattern(8, 1), seven = pattern(7, 2);
+  std::array<std::byte, wire::PortHeader::size> enc{};
+  ASSERT_TRUE(wire::encode(good, enc));
+  std::array<std::byte, wire::PortHeader::size> junk{};
+  junk.fill(std::byte{0xff});
+  expect_sender_failed(junk, 0, 1, nullptr, "does not decode");
+  expect_sender_failed(enc, 1, 1, &eight, "priority differs from the frame's");
+  expect_sender_failed(enc, 0, 5, &eight, "sending port differs from the frame's");
+  expect_sender_failed(enc, 0, 1, &seven, "payload differs from the length");
+  expect_sender_failed(std::span(enc).first(24), 0, 1, &eight, "neither header size");
+  // Kinds the decoder does not know, and answers whose fields it rejects.
+  wire::PortHeader reply;
+  reply.kind = wire::PortKind::ack;
+  reply.sending_port = 1;
+  reply.receiving_port = 2;
+  reply.peer_epoch = 1;
+  reply.tag = 1;
+  std::array<std::byte, wire::PortHeader::size> bad{};
+  ASSERT_TRUE(wire::encode(reply, bad));
+  for (std::uint8_t kind : {std::uint8_t{0}, wire::port_kind_limit, std::uint8_t{0xff}}) {
+    bad[1] = std::byte{kind};
+    expect_sender_failed(bad, 0, 1, nullptr, "unknown kind");
+  }
+  bad[1] = std::byte{static_cast<std::uint8_t>(wire::PortKind::nack)};
+  bad[16] = std::byte{0};
+  expect_sender_failed(bad, 0, 1, nullptr, "a nack with status ok");
+  bad[1] = std::byte{static_cast<std::uint8_t>(wire::PortKind::resume)};
+  bad[16] = std::byte{1};
+  expect_sender_failed(bad, 0, 1, nullptr, "a resume with a tag");
+  // Compact headers (a send's, routed by the frame) that do not hold.
+  std::array<std::byte, wire::PortHeader::compact_size> compact{};
+  ASSERT_TRUE(wire::encode_compact(good, compact));
+  auto changed = [&](std::size_t at, std::uint8_t v) {
+    std::array<std::byte, wire::PortHeader::compact_size> c = compact;
+    c[at] = std::byte{v};
+    return c;
+  };
+  expect_sender_failed(changed(1, static_cast<std::uint8_t>(wire::PortKind::put)), 0, 1, &eight,
+                       "compact header of another kind");
+  expect_sender_failed(changed(2, 3), 0, 1, &eight, "size class 3 holds no 8 bytes");
+  expect_sender_failed(changed(3, 1), 0, 1, &eight, "reserved byte set");
 }
 
 /// One peer leaves streams suspended from many sending ports (a get outside
@@ -326,8 +392,8 @@ wire::PortHeader random_port_header(std::mt19937_64& rng, std::uint64_t window) 
   return h;
 }
 
-/// Thousands of random headers (sends full or compact), a quarter with bits flipped after encoding
-/// or a payload that disagrees with the length, while the port has its own
+/// Thousands of random headers that decode and agree with their frames
+/// (sends full or compact), while the port has its own
 /// sends, puts and gets to the raw peer in flight (so forged acks, nacks
 /// and get replies meet live operations), resumes or drops what failed,
 /// and gives every buffer back. The token invariant holds after every
@@ -409,13 +475,13 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
       const Result<std::size_t> n = compact ? wire::encode_compact(h, full) : wire::encode(h, full);
       if (!n) continue;
       const std::span<std::byte> bytes = std::span(full).first(*n);
-      ++encoded;
-      if (pick(4) == 0) bytes[pick(bytes.size())] ^= static_cast<std::byte>(1u << pick(8));
       const bool carries = h.kind == wire::PortKind::send || h.kind == wire::PortKind::put ||
                            h.kind == wire::PortKind::get_reply;
-      std::size_t length = 0;
-      if (carries)
-        length = pick(8) == 0 ? pick(300) : std::min<std::size_t>(h.length, source.size());
+      // Only headers that hold: one that does not fails this peer (tested
+      // above), which would end the run.
+      if (carries && h.length > source.size()) continue;
+      ++encoded;
+      const std::size_t length = carries ? h.length : 0;
       // The core pushes back while the port holds arrivals: progress and
       // retry a while. The raw peer keeps no count of what it has in flight
       // as ports do, so it may fill every credit of a priority with arrivals

@@ -319,6 +319,42 @@ TEST(Hostile, AnUpperHeaderLongerThanTheClientTookFailsThePeerAndAShorterOneArri
   EXPECT_EQ(c.clients[1]->parsed.size(), 1u);
 }
 
+/// A client that finds a message malformed rejects its sender from inside
+/// lib_parse: the gate fails before the next message of that peer is
+/// parsed, both sides see it, and nothing else of that peer is delivered.
+TEST(Hostile, APeerTheClientRejectsIsFailedBeforeItsNextMessageIsParsed) {
+  Cluster c(3, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  std::vector<std::byte> data = pattern(8, 5);
+  auto region = c.cores[0]->validate(data.data(), data.size());
+  ASSERT_TRUE(region);
+  Recorder& target = *c.clients[1];
+  target.on_parse = [&](const Arrival& a) {
+    EXPECT_EQ(target.answer(target.parsed.size() - 1, a.length), Status::ok);
+    if (a.source == 0) c.cores[1]->reject_peer(0, Status::malformed);
+  };
+  SendArgs a;
+  a.peer = 1;
+  a.upper = wire::Upper::port;
+  a.region = &*region;
+  a.length = data.size();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.cores[0]->send(a), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return c.cores[1]->gate_status(0) != Status::ok; }));
+  EXPECT_EQ(c.cores[1]->gate_status(0), Status::malformed);
+  ASSERT_TRUE(c.run_until([&] { return c.cores[0]->gate_status(1) != Status::ok; }));
+  EXPECT_EQ(target.parsed.size(), 1u);
+  // Rank 2 is still served.
+  auto region2 = c.cores[2]->validate(data.data(), data.size());
+  ASSERT_TRUE(region2);
+  a.region = &*region2;
+  ASSERT_EQ(c.cores[2]->send(a), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return target.parsed.size() == 2; }));
+  EXPECT_EQ(target.parsed[1].source, 2u);
+  EXPECT_EQ(c.cores[1]->gate_status(2), Status::ok);
+  // Out of range or before anything: ignored.
+  c.cores[1]->reject_peer(7, Status::malformed);
+}
+
 /// A peer that opens more rendezvous than the credits we grant (here: told
 /// we grant 1000) and leaves them unanswered is failed once it holds its
 /// whole grant of our receive states; the states it could not take stay for
