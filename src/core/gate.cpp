@@ -184,8 +184,18 @@ void Core::Impl::reap(Gate& gate) noexcept {
   for (Rail& r : gate.rails) any_dying |= r.dying;
   if (!any_dying || in_progress_reap_) return;
   in_progress_reap_ = true;
+  for (Rail& r : gate.rails)
+    if (r.dying && !drain_dying(gate, r)) {
+      in_progress_reap_ = false;  // the rest after this pass's finalizes
+      return;
+    }
+  if (gate.state == GateState::failed) {  // a drained packet failed the peer
+    in_progress_reap_ = false;
+    return;
+  }
   for (Rail& r : gate.rails) {
     if (!r.dying) continue;
+    r.drain_until_ns = 0;
     // First the instances: once destroyed, no driver refers to our packets.
     r.small.reset();
     r.large.reset();
@@ -235,6 +245,27 @@ void Core::Impl::reap(Gate& gate) noexcept {
   // gate after CORE_GAP_LIMIT_MS) instead of waiting for a packet forever.
   for (std::uint8_t p = 0; p < wire::priority_count; ++p)
     if (Ctrl* c = new_ctrl(gate, wire::PacketType::credit, p, {})) gate.ctrl_pending.push(c);
+}
+
+bool Core::Impl::drain_dying(Gate& gate, Rail& rail) noexcept {
+  // A send that failed because the peer closed (tcp: a reset) says nothing
+  // of what the peer sent before it closed: that is still in the driver,
+  // and destroying the instance would lose it. Read it first, in order,
+  // as a live rail would, for a bounded time.
+  if (!rail.small || rail.state != RailState::connected || gate.state == GateState::failed)
+    return true;
+  const std::int64_t now = base::now_ns();
+  if (rail.drain_until_ns == 0) {
+    rail.drain_until_ns = now + drain_limit_ns;
+  } else if (now >= rail.drain_until_ns) {
+    PIER_LOG(warn, "core", "rail {} to rank {}: input still coming after {} ms is dropped",
+             rail.spec, gate.peer, drain_limit_ns / 1'000'000);
+    return true;
+  }
+  rail.draining = true;
+  const bool more = poll_small_recv(gate, rail, 1024);
+  rail.draining = false;
+  return !more || gate.state == GateState::failed;
 }
 
 void Core::Impl::poll_incoming() noexcept {

@@ -80,7 +80,13 @@ class Core::Impl {
   void flush(Gate& gate) noexcept;
 
   // --- receive (receive.cpp) ---
-  void poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept;
+  /// Receives up to `budget` small-track packets of the rail; true when it
+  /// stopped with packets maybe left (budget, or no room to finalize them).
+  bool poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept;
+  /// Reaping a rail: delivers what its peer sent before it failed (see
+  /// gate.cpp); false while more waits for room in the finalize ring.
+  bool drain_dying(Gate& gate, Rail& rail) noexcept;
+  static constexpr std::int64_t drain_limit_ns = 1'000'000'000;
   /// Delivers the stashed packets of `p` that are now in sequence;
   /// `advanced`: a packet in sequence just came (the hole moved).
   Status drain_stash(Gate& gate, Priority& p, bool advanced) noexcept;

@@ -10,16 +10,22 @@
 
 namespace pier::core {
 
-void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
+bool Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
   // A bounded batch, so one busy peer cannot starve the others.
   while (budget-- > 0) {
-    if (rail.state != RailState::connected || rail.dying || gate.state == GateState::failed) return;
+    if (rail.state != RailState::connected || (rail.dying && !rail.draining) ||
+        gate.state == GateState::failed)
+      return false;
+    if (gate.fail_due != Status::ok) {
+      fail_gate(gate, gate.fail_due);
+      return false;
+    }
     // Each arrival may queue one completion, and an eager message answered
     // in lib_parse frees its state for the next packet of this pass: taken
     // without limit, a pass overran the finalize ring (cookies finalized
     // twice, others never). What waits stays in the driver for the next
     // pass, after this one's completions ran.
-    if (!completion_room()) return;
+    if (!completion_room()) return true;
     driver::Instance& inst = *rail.small;
     Status s;
     if (rail.props.caps.recv_buf) {
@@ -27,8 +33,11 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
       // out, and zeroing a packet on every empty poll is measurable.
       driver::Packet& pkt = rail.rx;
       Status st = inst.recv_poll(pkt);
-      if (st == Status::in_progress) return;
-      if (st != Status::ok) return rail_failed(gate, rail, st);
+      if (st == Status::in_progress) return false;
+      if (st != Status::ok) {
+        rail_failed(gate, rail, st);
+        return false;
+      }
       s = on_packet(gate, std::span<const std::byte>(pkt.buf, pkt.buf_len));
       // N9: exactly once, after parsing; lib_parse copied what it wanted.
       (void)inst.recv_buf_release(pkt);
@@ -38,17 +47,21 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
         rail.rx_iov = {rail.rx_buf.get(), rail.rx_capacity};
         rail.rx.set_iovec(&rail.rx_iov, 1);
         Status st = inst.recv_post(rail.rx);
-        if (st == Status::no_resource) return;
-        if (!is_success(st)) return rail_failed(gate, rail, st);
+        if (st == Status::no_resource) return true;
+        if (!is_success(st)) {
+          rail_failed(gate, rail, st);
+          return false;
+        }
         rail.rx_posted = true;
       }
       Status st = inst.recv_poll(rail.rx);
-      if (st == Status::in_progress) return;
+      if (st == Status::in_progress) return false;
       rail.rx_posted = false;
       if (st == Status::truncated) {
         s = Status::malformed;  // larger than the capacity we advertised
       } else if (st != Status::ok) {
-        return rail_failed(gate, rail, st);
+        rail_failed(gate, rail, st);
+        return false;
       } else {
         s = on_packet(gate, std::span<const std::byte>(rail.rx_buf.get(), rail.rx.length));
       }
@@ -56,13 +69,15 @@ void Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
     if (s == Status::ok) s = gate.fail_due;  // the client rejected what it parsed
     if (s != Status::ok) {
       PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
-      return fail_gate(gate, s);
+      fail_gate(gate, s);
+      return false;
     }
     // An eager message answered in lib_parse leaves nothing to do (recv()
     // marked the gate if credits are due); anything else (control packets,
     // packets out of order) may have, so the gate is checked.
     if (!quiet_arrival_) touch(gate);
   }
+  return true;  // the budget ran out: more may wait
 }
 
 Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept {
@@ -173,6 +188,7 @@ Status Core::Impl::hold(Gate& gate, Priority& p, const wire::FrameHeader& h,
 Status Core::Impl::release_held(Gate& gate, Priority& p) noexcept {
   while (!p.held.empty() && recvs_.available() > 0 && completion_room() &&
          gate.state == GateState::connected) {
+    if (gate.fail_due != Status::ok) return gate.fail_due;  // held packets stay in their slots
     const Stashed st = p.held.front();
     p.held.erase(p.held.begin());
     --held_total_;
@@ -188,6 +204,12 @@ Status Core::Impl::release_held(Gate& gate, Priority& p) noexcept {
 
 Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
                               std::span<const std::byte> payload, int slot) noexcept {
+  // The client rejected this peer (Core::reject_peer): nothing more of it
+  // is delivered, stashed or held packets included; the caller fails the gate.
+  if (gate.fail_due != Status::ok) {
+    gate.give_slot(slot);
+    return gate.fail_due;
+  }
   Priority& p = gate.prio[h.priority];
   ++p.recv_seq;
   // Credits never exceed what the peer was granted: more is a lie.

@@ -157,6 +157,10 @@ struct Rail {
   bool dying = false;   ///< failed; instances are destroyed at the next reap
   bool by_any = false;  ///< its small track is found through probe_any()
   Status why = Status::ok;
+  /// The reap reads what the peer sent before the failure (draining), until
+  /// drain_until_ns at the latest (0: not started).
+  bool draining = false;
+  std::int64_t drain_until_ns = 0;
   // small-track receive into a core buffer (drivers without recv_buf)
   driver::Packet rx;
   ::iovec rx_iov{};

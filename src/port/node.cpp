@@ -185,12 +185,12 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
                      : Result<wire::PortHeader>(Status::malformed);
   // A header that does not hold fails the peer: its op would get no answer,
   // and the answers that follow, matched by position, would end the wrong ops.
-  const auto reject = [&](const char* what) {
+  const auto reject = [&](const char* what, Status why) {
     PIER_LOG(warn, "port", "node {}: {}: the node is failed", a.source, what);
     clean();
-    core.reject_peer(a.source, Status::malformed);
+    core.reject_peer(a.source, why);
   };
-  if (!decoded) return reject("bad port header");
+  if (!decoded) return reject("bad port header", decoded.status());
   const wire::PortHeader& h = *decoded;
   // The core's copy of the routing fields must agree with ours, and the
   // payload with the header's length: a peer that disagrees is hostile.
@@ -198,7 +198,7 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
                             h.kind == wire::PortKind::get_reply;
   if (h.priority != a.priority || h.sending_port != a.source_port ||
       h.receiving_port != a.destination_port || a.length != (carries_data ? h.length : 0))
-    return reject("inconsistent port header");
+    return reject("inconsistent port header", Status::malformed);
   // An ack, nack or get data answers one of our ops; the rest are ops and
   // controls for a receiving port.
   const bool answer = h.kind == wire::PortKind::get_reply || h.kind == wire::PortKind::ack ||

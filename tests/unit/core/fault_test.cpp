@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include <random>
+#include <thread>
 
 #include "cluster.hpp"
 #include "core/address.hpp"
@@ -484,6 +485,43 @@ TEST(Failure, PeerDeathFailsItsOperationsOnlyAndLaterSendsAtOnce) {
   ASSERT_EQ(c.send(0, 2, small, cookie(4)), Status::ok);
   ASSERT_TRUE(c.run_until([&] { return tx.finalized.size() == 3; }));
   EXPECT_EQ(tx.finalized.back(), std::make_pair(cookie(4), Status::ok));
+}
+
+/// Rank 0 sends its last messages and closes; rank 1, before it reads
+/// them, sends to rank 0 and that send fails (the closed peer answers with
+/// a reset). The failed rail still hands over what the peer sent before
+/// closing, then the gate fails. Before, the rail's instances were
+/// destroyed at once and those messages were lost.
+TEST(Failure, WhatAClosedPeerSentIsDeliveredThoughOurSendToItFailedFirst) {
+  Cluster c(2, "tcp");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[1];
+  auto small = pattern(10, 4);
+  // Both directions connected first.
+  ASSERT_EQ(c.send(0, 1, small, cookie(1)), Status::ok);
+  ASSERT_EQ(c.send(1, 0, small, cookie(2)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] {
+    return rx.parsed.size() == 1 && c.clients[0]->parsed.size() == 1 &&
+           c.cores[0]->pending() == 0 && c.cores[1]->pending() == 0;
+  }));
+  constexpr int last = 3;
+  for (int i = 0; i < last; ++i) ASSERT_EQ(c.send(0, 1, small, cookie(10 + i)), Status::ok);
+  const auto sent = [&] { return c.cores[0]->pending() == 0; };
+  auto deadline = base::Deadline::after_ms(10000);
+  while (!sent() && !deadline.expired()) (void)c.cores[0]->progress();
+  ASSERT_TRUE(sent());
+  c.cores[0].reset();  // rank 1 has not read the three messages yet
+  // Rank 1 sends into the closed connection, without progressing (which
+  // would read first), until a send fails.
+  const std::uint64_t failed_before = c.cores[1]->stats().rails_failed;
+  for (int i = 0; i < 200 && c.cores[1]->stats().rails_failed == failed_before; ++i) {
+    const Status st = c.send(1, 0, small, cookie(100 + i));
+    ASSERT_TRUE(st == Status::ok || st == Status::no_resource) << to_string(st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(c.cores[1]->stats().rails_failed, failed_before) << "no send failed";
+  ASSERT_TRUE(c.run_until([&] { return c.cores[1]->gate_status(0) != Status::ok; }));
+  EXPECT_EQ(rx.parsed.size(), 1u + last);
 }
 
 /// A lost rts (or rtr) with no later traffic: the side holding protocol
