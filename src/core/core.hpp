@@ -280,8 +280,9 @@ class Core {
   /// failed, invalid_argument for a rank out of range or before connect().
   Status gate_status(Rank peer) const noexcept;
   /// The client found a message of `peer` malformed (an upper header that
-  /// does not decode, or disagrees with the frame): its gate fails as for a
-  /// malformed core packet, so both sides' operations end with an error
+  /// does not decode, or disagrees with the frame): its gate fails with
+  /// `why` (malformed if it names no failure), as for a malformed core
+  /// packet, so both sides' operations end with an error
   /// instead of being matched to the wrong answers. Callable from
   /// lib_parse: the gate fails once the packet in hand is done with, before
   /// the next one of that peer is delivered.

@@ -254,12 +254,14 @@ bool Core::Impl::drain_dying(Gate& gate, Rail& rail) noexcept {
   // as a live rail would, for a bounded time.
   if (!rail.small || rail.state != RailState::connected || gate.state == GateState::failed)
     return true;
+  if (rail.drain_until_ns < 0) return true;  // gave up (said once)
   const std::int64_t now = base::now_ns();
   if (rail.drain_until_ns == 0) {
     rail.drain_until_ns = now + drain_limit_ns;
   } else if (now >= rail.drain_until_ns) {
-    PIER_LOG(warn, "core", "rail {} to rank {}: input still coming after {} ms is dropped",
+    PIER_LOG(warn, "core", "rail {} to rank {}: input still unread after {} ms is dropped",
              rail.spec, gate.peer, drain_limit_ns / 1'000'000);
+    rail.drain_until_ns = -1;
     return true;
   }
   rail.draining = true;

@@ -158,7 +158,7 @@ struct Rail {
   bool by_any = false;  ///< its small track is found through probe_any()
   Status why = Status::ok;
   /// The reap reads what the peer sent before the failure (draining), until
-  /// drain_until_ns at the latest (0: not started).
+  /// drain_until_ns at the latest (0: not started, -1: gave up).
   bool draining = false;
   std::int64_t drain_until_ns = 0;
   // small-track receive into a core buffer (drivers without recv_buf)
