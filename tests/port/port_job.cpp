@@ -1,7 +1,8 @@
 // port_job: multi-process scenarios of the port layer through its C API,
 // started by pier-run (tests/port/multiproc_test.cpp). Exit code 0 when every
 // check held; each failed check prints one line. Every loop has a deadline.
-//   port_job rules     2 ranks: G1-G10 and put/get across processes
+//   port_job rules [G<n>]  2 ranks: G1-G10 and put/get across processes, or
+//                      only the part that checks rule G<n>
 //   port_job forward   3 ranks: each originates messages routed through the
 //                      next rank, which forwards them on high priority
 //   port_job death     2 ranks: rank 1 dies; rank 0 sees unreachable, resumes, drops
@@ -88,6 +89,10 @@ unsigned send_size(std::size_t len) {
 
 // ---- rules: rank 0 is the client (port 1), rank 1 the server (port 2)
 
+/// The bye: counts of low and high size-4 sends, one spare word (12 bytes:
+/// size class 5).
+constexpr std::size_t bye_length = 12;
+
 int rules_server(pier_port_t* p) {
   std::vector<std::vector<unsigned char>> bufs;
   auto provide = [&](unsigned size, unsigned prio, unsigned count) {
@@ -100,7 +105,7 @@ int rules_server(pier_port_t* p) {
   bufs.reserve(64);
   provide(4, PIER_PORT_LOW_PRIORITY, 8);
   provide(4, PIER_PORT_HIGH_PRIORITY, 4);
-  provide(3, PIER_PORT_HIGH_PRIORITY, 1);  // the bye
+  provide(5, PIER_PORT_HIGH_PRIORITY, 1);  // the bye: how many low and high size-4 sends
   for (unsigned s : {7u, 12u, 16u, 21u, 23u}) provide(s, PIER_PORT_LOW_PRIORITY, 1);
   CHECK(pier_port_receive_tokens_held(p) == pier_port_num_receive_tokens(p) - 18);
 
@@ -111,10 +116,13 @@ int rules_server(pier_port_t* p) {
   CHECK(pier_port_send_with_callback(p, &addr, 4, 8, PIER_PORT_HIGH_PRIORITY, 0, 1, on_sent,
                                      &hello) == PIER_PORT_SUCCESS);
   std::uint32_t next[2] = {0, 0};
+  std::uint32_t sent[2] = {0, 0};
   bool bye = false;
   auto on_recv = [&](const pier_port_event_t& e) {
     CHECK(e.tag == e.size);  // G5: the buffer comes back with its tag
-    if (e.size == 3) {
+    if (e.size == 5) {       // kept: its receive token comes back to us
+      CHECK(e.length == bye_length && e.priority == PIER_PORT_HIGH_PRIORITY);
+      std::memcpy(sent, e.message, sizeof sent);
       bye = true;
       return;
     }
@@ -134,8 +142,18 @@ int rules_server(pier_port_t* p) {
   CHECK(pump(
       p, on_recv, [&] { return bye && hello.done == 1; }, 60000));
   linger(p, on_recv, 300);
-  CHECK(next[0] == 200 && next[1] == 50);
+  CHECK(next[0] == sent[0] && next[1] == sent[1]);  // G6: none lost, none twice
+  // G2: buffers handed back through pier_port_unknown() keep their tokens
+  // with pier; the bye's came back to us with its event.
+  CHECK(pier_port_receive_tokens_held(p) == pier_port_num_receive_tokens(p) - 17);
   return errors;
+}
+
+/// Whether the client runs the part of rule `r` (all parts when no rule was
+/// named). Each rule is its own test (tests/port/multiproc_test.cpp).
+std::string rule;
+bool part(const char* r) {
+  return rule.empty() || rule == r;
 }
 
 int rules_client(pier_port_t* p) {
@@ -153,90 +171,123 @@ int rules_client(pier_port_t* p) {
   CHECK(pump(p, on_recv, [&] { return server_memory != 0; }));
   CHECK(pier_port_receive_tokens_held(p) == pier_port_num_receive_tokens(p));
 
-  // G1: every send takes a token until none is left; none comes back
-  // before its callback.
-  Sent s1;
   std::vector<std::uint32_t> seq(200);
-  unsigned n = 0;
-  for (; n < total && n < 8; ++n) {
+  unsigned n = 0, h = 0;
+  // G3: a send's callback runs only inside pier_port_unknown() (on_sent
+  // checks it): a client that does not receive never gets it.
+  if (part("G3")) {
+    Sent s0;
+    seq[n] = n;
+    CHECK(pier_port_send_with_callback(p, &seq[n], 4, 4, PIER_PORT_LOW_PRIORITY, 1, 2, on_sent,
+                                       &s0) == PIER_PORT_SUCCESS);
+    ++n;
+    ::usleep(200 * 1000);  // long enough for the send and its ack
+    CHECK(s0.done == 0 && pier_port_send_tokens_held(p) == total - 1);
+    CHECK(pump(p, on_recv, [&] { return s0.done == 1; }));
+    CHECK(s0.statuses.size() == 1 && s0.statuses[0] == PIER_PORT_SUCCESS);
+  }
+  // G9: the server sleeps in its blocking receive; a send after a quiet
+  // while must wake it (the bye below waits for its answer).
+  if (part("G9")) ::usleep(300 * 1000);
+  // G1: every send takes a token until none is left; none comes back
+  // before its callback. G5: the server checks each buffer's tag.
+  Sent s1;
+  const unsigned first = n;
+  const bool tokens = part("G1") || part("G5");
+  for (; tokens && n < total && n < first + 8; ++n) {
     seq[n] = n;
     CHECK(pier_port_send_with_callback(p, &seq[n], 4, 4, PIER_PORT_LOW_PRIORITY, 1, 2, on_sent,
                                        &s1) == PIER_PORT_SUCCESS);
-    CHECK(pier_port_send_tokens_held(p) == total - n - 1);
+    CHECK(pier_port_send_tokens_held(p) == total - (n - first) - 1);
   }
-  CHECK(pump(p, on_recv, [&] { return s1.done == n; }));
+  CHECK(pump(p, on_recv, [&] { return s1.done == n - first; }));
   CHECK(pier_port_send_tokens_held(p) == total);
-  // G6: 200 low and 50 high in order, as fast as tokens allow.
+  // G6: up to 200 low and 50 high in order, as fast as tokens allow.
   std::vector<std::uint32_t> hseq(50);
-  unsigned h = 0;
   Sent s2;
-  CHECK(pump(
-      p, on_recv,
-      [&] {
-        while (pier_port_send_tokens_held(p) > 0 && (n < 200 || h < 50)) {
-          if (h < 50 && (n >= 200 || n % 4 == 0)) {
-            hseq[h] = h;
-            CHECK(pier_port_send_with_callback(p, &hseq[h], 4, 4, PIER_PORT_HIGH_PRIORITY, 1, 2,
-                                               on_sent, &s2) == PIER_PORT_SUCCESS);
-            ++h;
-          } else {
-            seq[n] = n;
-            CHECK(pier_port_send_with_callback(p, &seq[n], 4, 4, PIER_PORT_LOW_PRIORITY, 1, 2,
-                                               on_sent, &s2) == PIER_PORT_SUCCESS);
-            ++n;
+  const unsigned low_before = n;
+  if (part("G6")) {
+    CHECK(pump(
+        p, on_recv,
+        [&] {
+          while (pier_port_send_tokens_held(p) > 0 && (n < 200 || h < 50)) {
+            if (h < 50 && (n >= 200 || n % 4 == 0)) {
+              hseq[h] = h;
+              CHECK(pier_port_send_with_callback(p, &hseq[h], 4, 4, PIER_PORT_HIGH_PRIORITY, 1, 2,
+                                                 on_sent, &s2) == PIER_PORT_SUCCESS);
+              ++h;
+            } else {
+              seq[n] = n;
+              CHECK(pier_port_send_with_callback(p, &seq[n], 4, 4, PIER_PORT_LOW_PRIORITY, 1, 2,
+                                                 on_sent, &s2) == PIER_PORT_SUCCESS);
+              ++n;
+            }
           }
-        }
-        return s2.done == 192 + 50;
-      },
-      60000));
-  for (auto st : s2.statuses) CHECK(st == PIER_PORT_SUCCESS);
-  // G7: sizes up to 4 MiB arrive intact (checked by the server).
-  std::vector<std::vector<unsigned char>> msgs;
-  Sent s3;
-  for (std::size_t len : {100u, 4088u, 40000u, 1u << 20, 4u << 20}) {
-    msgs.push_back(pattern(len, static_cast<unsigned>(len)));
-    CHECK(pier_port_send_with_callback(p, msgs.back().data(), send_size(len), len,
-                                       PIER_PORT_LOW_PRIORITY, 1, 2, on_sent,
-                                       &s3) == PIER_PORT_SUCCESS);
+          return s2.done == (200 - low_before) + 50;
+        },
+        60000));
+    for (auto st : s2.statuses) CHECK(st == PIER_PORT_SUCCESS);
   }
-  CHECK(pump(
-      p, on_recv, [&] { return s3.done == 5; }, 60000));
-  for (auto st : s3.statuses) CHECK(st == PIER_PORT_SUCCESS);
-  // Put and get into the server's registered memory.
-  auto data = pattern(5000, 5);
-  std::vector<unsigned char> back(5000);
-  Sent s4;
-  CHECK(pier_port_put(p, data.data(), server_memory + 1000, data.size(), PIER_PORT_HIGH_PRIORITY, 1,
-                      2, on_sent, &s4) == PIER_PORT_SUCCESS);
-  CHECK(pier_port_get(p, server_memory + 1000, back.data(), back.size(), PIER_PORT_HIGH_PRIORITY, 1,
-                      2, on_sent, &s4) == PIER_PORT_SUCCESS);
-  CHECK(pump(p, on_recv, [&] { return s4.done == 2; }));
-  CHECK(back == data);
-  // G8: no buffer of size 10 at the server: the send times out; G10: resume.
-  auto ten = pattern(700, 1);
-  Sent s5, s6;
-  CHECK(pier_port_send_with_callback(p, ten.data(), 10, ten.size(), PIER_PORT_LOW_PRIORITY, 1, 2,
-                                     on_sent, &s5) == PIER_PORT_SUCCESS);
-  CHECK(pump(p, on_recv, [&] { return s5.done == 1; }));
-  CHECK(s5.statuses.size() == 1 && s5.statuses[0] == PIER_PORT_SEND_TIMED_OUT);
-  CHECK(pier_port_resume_sending(p, PIER_PORT_LOW_PRIORITY, 1, 2, on_sent, &s6) ==
-        PIER_PORT_SUCCESS);
-  CHECK(pump(p, on_recv, [&] { return s6.done == 1; }));
-  // A closed port: failure, then drop_sends completes the queued one.
-  Sent s7, s8;
-  CHECK(pier_port_send_with_callback(p, seq.data(), 4, 4, PIER_PORT_LOW_PRIORITY, 1, 9, on_sent,
-                                     &s7) == PIER_PORT_SUCCESS);
-  CHECK(pump(p, on_recv, [&] { return s7.done == 1; }));
-  CHECK(s7.statuses[0] == PIER_PORT_SEND_TARGET_PORT_CLOSED);
-  CHECK(pier_port_send_with_callback(p, seq.data(), 4, 4, PIER_PORT_LOW_PRIORITY, 1, 9, on_sent,
-                                     &s7) == PIER_PORT_SUCCESS);
-  CHECK(pier_port_drop_sends(p, PIER_PORT_LOW_PRIORITY, 1, 9, on_sent, &s8) == PIER_PORT_SUCCESS);
-  CHECK(pump(p, on_recv, [&] { return s7.done == 2 && s8.done == 1; }));
-  CHECK(s7.statuses[1] == PIER_PORT_SEND_DROPPED && s8.statuses[0] == PIER_PORT_SUCCESS);
-  // The high connection still works after all that; then bye.
+  // G7: sizes up to 4 MiB arrive intact; G4: each in the buffer of its
+  // size class (both checked by the server).
+  if (part("G7") || part("G4")) {
+    std::vector<std::vector<unsigned char>> msgs;
+    Sent s3;
+    for (std::size_t len : {100u, 4088u, 40000u, 1u << 20, 4u << 20}) {
+      msgs.push_back(pattern(len, static_cast<unsigned>(len)));
+      CHECK(pier_port_send_with_callback(p, msgs.back().data(), send_size(len), len,
+                                         PIER_PORT_LOW_PRIORITY, 1, 2, on_sent,
+                                         &s3) == PIER_PORT_SUCCESS);
+    }
+    CHECK(pump(
+        p, on_recv, [&] { return s3.done == 5; }, 60000));
+    for (auto st : s3.statuses) CHECK(st == PIER_PORT_SUCCESS);
+  }
+  // G7: put and get into the server's registered memory.
+  if (part("G7")) {
+    auto data = pattern(5000, 5);
+    std::vector<unsigned char> back(5000);
+    Sent s4;
+    CHECK(pier_port_put(p, data.data(), server_memory + 1000, data.size(), PIER_PORT_HIGH_PRIORITY,
+                        1, 2, on_sent, &s4) == PIER_PORT_SUCCESS);
+    CHECK(pier_port_get(p, server_memory + 1000, back.data(), back.size(), PIER_PORT_HIGH_PRIORITY,
+                        1, 2, on_sent, &s4) == PIER_PORT_SUCCESS);
+    CHECK(pump(p, on_recv, [&] { return s4.done == 2; }));
+    CHECK(back == data);
+  }
+  // G8: no buffer of size 10 at the server: the send times out rather than
+  // hang; G10: resume_sending re-enables the connection.
+  if (part("G8") || part("G10")) {
+    auto ten = pattern(700, 1);
+    Sent s5, s6;
+    CHECK(pier_port_send_with_callback(p, ten.data(), 10, ten.size(), PIER_PORT_LOW_PRIORITY, 1, 2,
+                                       on_sent, &s5) == PIER_PORT_SUCCESS);
+    CHECK(pump(p, on_recv, [&] { return s5.done == 1; }));
+    CHECK(s5.statuses.size() == 1 && s5.statuses[0] == PIER_PORT_SEND_TIMED_OUT);
+    CHECK(pier_port_resume_sending(p, PIER_PORT_LOW_PRIORITY, 1, 2, on_sent, &s6) ==
+          PIER_PORT_SUCCESS);
+    CHECK(pump(p, on_recv, [&] { return s6.done == 1; }));
+    CHECK(s6.statuses.size() == 1 && s6.statuses[0] == PIER_PORT_SUCCESS);
+  }
+  // G10: a closed port: failure, then drop_sends completes the queued one.
+  if (part("G10")) {
+    Sent s7, s8;
+    CHECK(pier_port_send_with_callback(p, seq.data(), 4, 4, PIER_PORT_LOW_PRIORITY, 1, 9, on_sent,
+                                       &s7) == PIER_PORT_SUCCESS);
+    CHECK(pump(p, on_recv, [&] { return s7.done == 1; }));
+    CHECK(s7.statuses[0] == PIER_PORT_SEND_TARGET_PORT_CLOSED);
+    CHECK(pier_port_send_with_callback(p, seq.data(), 4, 4, PIER_PORT_LOW_PRIORITY, 1, 9, on_sent,
+                                       &s7) == PIER_PORT_SUCCESS);
+    CHECK(pier_port_drop_sends(p, PIER_PORT_LOW_PRIORITY, 1, 9, on_sent, &s8) == PIER_PORT_SUCCESS);
+    CHECK(pump(p, on_recv, [&] { return s7.done == 2 && s8.done == 1; }));
+    CHECK(s7.statuses[1] == PIER_PORT_SEND_DROPPED && s8.statuses[0] == PIER_PORT_SUCCESS);
+  }
+  // The high connection still works after all that; the bye tells the
+  // server how many size-4 sends to expect.
+  const std::uint32_t counts[3] = {n, h, 0};
   Sent s9;
-  CHECK(pier_port_send_with_callback(p, nullptr, 3, 0, PIER_PORT_HIGH_PRIORITY, 1, 2, on_sent,
-                                     &s9) == PIER_PORT_SUCCESS);
+  CHECK(pier_port_send_with_callback(p, counts, 5, bye_length, PIER_PORT_HIGH_PRIORITY, 1, 2,
+                                     on_sent, &s9) == PIER_PORT_SUCCESS);
   CHECK(pump(p, on_recv, [&] { return s9.done == 1; }));
   CHECK(s9.statuses[0] == PIER_PORT_SUCCESS);
   CHECK(pier_port_send_tokens_held(p) == total);
@@ -375,10 +426,19 @@ int death(pier_port_t* p, unsigned rank) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: port_job rules|forward|death\n");
+    std::fprintf(stderr, "usage: port_job rules [G1..G10]|forward|death\n");
     return 2;
   }
   const std::string scenario = argv[1];
+  if (scenario == "rules" && argc > 2) {
+    rule = argv[2];
+    bool known = false;
+    for (int g = 1; g <= 10; ++g) known |= rule == "G" + std::to_string(g);
+    if (!known) {
+      std::fprintf(stderr, "port_job: no rule %s (G1 to G10)\n", rule.c_str());
+      return 2;
+    }
+  }
   if (pier_port_init() != PIER_PORT_SUCCESS) {
     std::fprintf(stderr, "port_job: pier_port_init failed\n");
     return 3;
