@@ -356,6 +356,33 @@ TEST(Hostile, APeerTheClientRejectsIsFailedBeforeItsNextMessageIsParsed) {
   c.cores[1]->reject_peer(7, Status::malformed);
 }
 
+/// The same with packets reordered below the core: those ahead of the
+/// rejected one wait in the stash and must not be delivered when the hole
+/// fills (a review found drain_stash delivering them).
+TEST(Hostile, ARejectedPeersStashedPacketsAreNotDeliveredEither) {
+  config::ScopedSet plan("FAULT_PLAN", "reorder=0.5,track=small");
+  std::uint64_t stashed = 0;
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    config::ScopedSet s("FAULT_SEED", std::to_string(seed));
+    Cluster c(2, "fault:self");
+    ASSERT_EQ(c.status, Status::ok);
+    Recorder& target = *c.clients[1];
+    target.on_parse = [&](const Arrival& a) {
+      EXPECT_EQ(target.answer(target.parsed.size() - 1, a.length), Status::ok);
+      c.cores[1]->reject_peer(0, Status::malformed);
+    };
+    std::vector<std::vector<std::byte>> data;
+    for (int i = 0; i < 16; ++i) data.push_back(pattern(8, static_cast<unsigned>(i)));
+    for (int i = 0; i < 16; ++i)
+      ASSERT_EQ(c.send(0, 1, data[static_cast<std::size_t>(i)], cookie(i)), Status::ok);
+    ASSERT_TRUE(c.run_until([&] { return c.cores[1]->gate_status(0) != Status::ok; }));
+    EXPECT_EQ(target.parsed.size(), 1u);
+    stashed += c.cores[1]->stats().reordered;
+  }
+  EXPECT_GT(stashed, 0u) << "no packet was stashed: the test proves nothing";
+}
+
 /// A peer that opens more rendezvous than the credits we grant (here: told
 /// we grant 1000) and leaves them unanswered is failed once it holds its
 /// whole grant of our receive states; the states it could not take stay for
