@@ -182,9 +182,10 @@ TEST(PortHostile, AnswersForNothingAndForbiddenOpsAreRefusedAndTheStreamGoesOn) 
 }
 
 /// One header that does not hold, sent by rank 0 (`prio`, `sport`,
-/// `payload` and the header bytes as given) after a good send of the same
-/// stream; the node on rank 1 fails rank 0's gate, so the good send's
-/// answer is never matched to another op. Rank 2 is served after it.
+/// `payload` and the header bytes as given) while the port on rank 1 has a
+/// send to rank 0 waiting for its answer (rank 0 holds it); the node on
+/// rank 1 fails rank 0's gate, that send ends with an error instead of
+/// waiting for an answer matched by position, and rank 2 is served after.
 void expect_sender_failed(std::span<const std::byte> header, std::uint8_t prio, std::uint16_t sport,
                           std::vector<std::byte>* payload, const char* what) {
   SCOPED_TRACE(what);
@@ -205,10 +206,24 @@ void expect_sender_failed(std::span<const std::byte> header, std::uint8_t prio, 
         for (std::size_t r : {0u, 2u}) (void)cores[r]->progress();
       }
     };
+    raw.hold = true;
+    std::vector<std::byte> mine = pattern(8, 9);
+    ASSERT_EQ(b.send(mine.data(), mine.size(), Priority::low, 0, 1, 77), Status::ok);
+    for (int i = 0; i < 2000 && raw.held.empty(); ++i) pump(1);
+    ASSERT_EQ(raw.held.size(), 1u);
+    pump(20);
+    EXPECT_EQ(cores[1]->gate_status(0), Status::ok);  // a good send alone fails nobody
     ASSERT_EQ(raw.send(header, prio, sport, 2, payload), Status::ok);
     for (int i = 0; i < 2000 && cores[1]->gate_status(0) == Status::ok; ++i) pump(1);
-    EXPECT_NE(cores[1]->gate_status(0), Status::ok);
+    const Status why = cores[1]->gate_status(0);
+    EXPECT_TRUE(why == Status::malformed || why == Status::version_mismatch) << to_string(why);
     EXPECT_TRUE(b.received.empty());
+    for (int i = 0; i < 2000 && b.completions.empty(); ++i) pump(1);
+    ASSERT_EQ(b.completions.size(), 1u);
+    EXPECT_EQ(b.completions[0].id, 77u);
+    EXPECT_NE(b.completions[0].status, Status::ok);
+    EXPECT_EQ(b.port->send_tokens_held(), b.port->send_tokens());
+    raw.release();
     // The sender learns it too: its side of the link is gone.
     for (int i = 0; i < 2000 && cores[0]->gate_status(1) == Status::ok; ++i) pump(1);
     EXPECT_NE(cores[0]->gate_status(1), Status::ok);
@@ -510,6 +525,8 @@ TEST(PortHostile, RandomHeadersAgainstLiveStreamsNeverCrash) {
     for (int i = 0; i < 20000 && b.received.size() == before; ++i) pump(1);
     ASSERT_GT(b.received.size(), before);
     EXPECT_EQ(b.received.back().data, eight);
+    // Only headers that hold were sent: the hostile peer was never failed.
+    EXPECT_EQ(cores[1]->gate_status(0), Status::ok);
   }
   node->reset();
   cores.clear();
