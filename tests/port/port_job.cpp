@@ -111,11 +111,19 @@ bool part(const char* r) {
 constexpr std::size_t bye_length = 12;
 
 int rules_server(pier_port_t* p) {
+  // Each buffer's tag is its index: an event must name that very buffer,
+  // with its size and priority (G4, G5).
   std::vector<std::vector<unsigned char>> bufs;
+  struct Kind {
+    unsigned size, priority;
+  };
+  std::vector<Kind> kinds;
   auto provide = [&](unsigned size, unsigned prio, unsigned count) {
     for (unsigned i = 0; i < count; ++i) {
+      const auto tag = static_cast<unsigned>(bufs.size());
       bufs.emplace_back(pier_port_max_length_for_size(size) + 1);
-      CHECK(pier_port_provide_receive_buffer_with_tag(p, bufs.back().data(), size, prio, size) ==
+      kinds.push_back({size, prio});
+      CHECK(pier_port_provide_receive_buffer_with_tag(p, bufs.back().data(), size, prio, tag) ==
             PIER_PORT_SUCCESS);
     }
   };
@@ -136,8 +144,13 @@ int rules_server(pier_port_t* p) {
   std::uint32_t sent[2] = {0, 0};
   bool bye = false;
   auto on_recv = [&](const pier_port_event_t& e) {
-    CHECK(e.tag == e.size);  // G5: the buffer comes back with its tag
-    if (e.size == 5) {       // kept: its receive token comes back to us
+    // G5: the buffer comes back with its tag; G4: of the message's size
+    // class and priority.
+    CHECK(e.tag < bufs.size());
+    if (e.tag >= bufs.size()) return;
+    CHECK(e.buffer == bufs[e.tag].data());
+    CHECK(e.size == kinds[e.tag].size && e.priority == kinds[e.tag].priority);
+    if (e.size == 5) {  // kept: its receive token comes back to us
       CHECK(e.length == bye_length && e.priority == PIER_PORT_HIGH_PRIORITY);
       std::memcpy(sent, e.message, sizeof sent);
       bye = true;
