@@ -122,6 +122,10 @@ void OfiInstance::on_recv_done(Op* op) noexcept {
   if (op != recv_op_) return;
   if (op->status == Status::ok && kind_of(op->tag) == TagKind::rdv_done) {
     if (rdv_done_cookie(op->data) != (cookie_ & 0xffff) || mr_ == nullptr) {
+      // A notice for a receive canceled after the write landed: still a
+      // packet the peer counts in its bye (uncounted, the next receive
+      // would wait for it once the peer has closed, for ever).
+      ++consumed_;
       if (canceling_) {
         // Being canceled (or destroyed): posting it again would leave a
         // receive into the caller's memory that nobody cancels.
