@@ -330,8 +330,10 @@ void Lib::finish_initiator(Msg* m) noexcept {
       count(md->ct, ok, m->length, o & PTL_MD_EVENT_CT_BYTES);  // R-C2: rlength
   }
   if (!m->want_answer) return release_msg(m);
-  if (!ok && !m->answered) {
-    // No answer will come for a request that never left.
+  if (!ok && !m->answered && m->phase != Phase::init_reply) {
+    // No answer will come for a request that never left. (A reply already
+    // landing ends by its own finalize, which the core still owes: making
+    // one up here released the message under that finalize.)
     m->answered = true;
     m->answer_fail = PTL_NI_UNDELIVERABLE;
     m->answer_mlength = 0;

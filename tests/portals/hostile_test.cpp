@@ -1082,5 +1082,102 @@ TEST_F(Landing, TakersOfHeadersStillLandingHearOfThemWhenTheDataIsThere) {
   EXPECT_TRUE(drained());
 }
 
+/// A get's reply still landing when the get's own request fails to leave
+/// (its peer failed while the request waited in the LIB's answer queue,
+/// here because the core's two send slots held answers the peer never
+/// took): the failed request made up an undeliverable answer and released
+/// the message while the core still held the reply's cookie, whose
+/// finalize then worked on the freed state (a second REPLY event, a second
+/// release). Found by a review. The raw peer learns the get's cookie the
+/// way any peer could: cookies are pool handles, and a slot used twice
+/// shows the step between its generations.
+class LandingFewSendSlots : public Landing {
+ protected:
+  config::ScopedSet slots_{"CORE_SEND_MSGS", "2"};
+
+  /// A get of `length` bytes from the raw peer into the start of `md`.
+  int get(std::uint32_t md, std::size_t length) {
+    Move m{};
+    m.op = wire::PortalsOp::get;
+    m.md = md;
+    m.get_md = md;
+    m.target.rank = 0;
+    m.length = length;
+    Call c{};
+    c.move = m;
+    return lib_->call(Op::move, c).rc;
+  }
+  /// The raw peer's reply to `cookie`, carrying `length` bytes.
+  void reply(std::uint64_t cookie, std::size_t length) {
+    wire::PortalsHeader a;
+    a.op = wire::PortalsOp::reply;
+    a.length = length;
+    a.mlength = length;
+    a.cookie = cookie;
+    send(a, length, 1);
+  }
+};
+
+TEST_F(LandingFewSendSlots, AReplyStillLandingOutlivesTheFailureOfItsRequest) {
+  const std::uint32_t eq = make_eq();
+  std::vector<std::byte> local(payload_.size());
+  Call c{};
+  c.handle = ni_;
+  c.md.start = local.data();
+  c.md.length = local.size();
+  c.md.eq_handle = eq;
+  c.md.ct_handle = PTL_CT_NONE;
+  Reply md = lib_->call(Op::md_bind, c);
+  ASSERT_EQ(md.rc, PTL_OK);
+  // Two gets answered in turn take the same state: their cookies differ by
+  // one generation.
+  std::uint64_t cookies[2] = {};
+  for (std::uint64_t& cookie : cookies) {
+    raw_->answers.clear();
+    ASSERT_EQ(get(md.handle, 8), PTL_OK);
+    ASSERT_TRUE(answers(1));
+    cookie = raw_->answers[0].cookie;
+    reply(cookie, 8);
+    ASSERT_TRUE(drained());
+    ASSERT_EQ(next(eq, -1).type, PTL_EVENT_REPLY);
+  }
+  ASSERT_GT(cookies[1], cookies[0]);
+  const std::uint64_t next_cookie = cookies[1] + (cookies[1] - cookies[0]);
+  // The raw peer takes no answer: requests the LIB refuses (an index never
+  // allocated) spend its credits toward the raw peer, then its two send
+  // slots, and the next answer waits in the LIB's queue.
+  raw_->answers.clear();
+  raw_->hold = true;
+  const std::uint32_t refused = cores_[1]->credit_limit(0) + 3;
+  auto h = put(0);
+  h.pt_index = 5;
+  for (std::uint32_t i = 0; i < refused; ++i) {
+    h.cookie = 3000 + i;
+    send(h, 0);
+    for (auto& core : cores_) (void)core->progress();
+  }
+  for (int i = 0; i < 200; ++i)
+    for (auto& core : cores_) (void)core->progress();
+  ASSERT_LT(raw_->answers.size(), refused) << "every refusal left: nothing waits in the LIB";
+  // The get's request waits behind them; its reply comes by rendezvous,
+  // whose data stays with the raw core, which is not progressed again.
+  ASSERT_EQ(get(md.handle, local.size()), PTL_OK);
+  reply(next_cookie, payload_.size());
+  for (int i = 0; i < 4; ++i) (void)cores_[0]->progress();
+  for (int i = 0; i < 200; ++i) (void)cores_[1]->progress();
+  // The raw peer fails: the request cannot leave, the reply cannot land.
+  cores_[1]->reject_peer(0, Status::broken);
+  std::vector<ptl_event_t> events;
+  for (ptl_event_t ev = next(eq, 1, 2000); ev.type != 0xff; ev = next(eq, 1, 2000))
+    events.push_back(ev);
+  ASSERT_EQ(events.size(), 1u) << "a second event for the same get";
+  EXPECT_EQ(events[0].type, PTL_EVENT_REPLY);
+  EXPECT_EQ(events[0].ni_fail_type, PTL_NI_UNDELIVERABLE);
+  EXPECT_EQ(lib_->messages_live(), 0u);
+  c = Call{};
+  c.handle = md.handle;
+  EXPECT_EQ(lib_->call(Op::md_release, c).rc, PTL_OK) << "the MD still counts the get in flight";
+}
+
 }  // namespace
 }  // namespace pier::lib
