@@ -1,0 +1,71 @@
+// One test per rule of PORTALS4.md §6 that moves data between an initiator
+// and a target, across two processes: portals_rules_job RULE under pier-run,
+// over shm and over tcp (the driver is in the test name). Each rank checks
+// its own side and prints "rank R: ok"; a failed check prints the value seen
+// and the value expected. pier-run kills a job that outlives --timeout.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "run_command.hpp"
+
+namespace pier::portals::test {
+namespace {
+
+class PortalsRule : public ::testing::TestWithParam<std::string> {
+ protected:
+  /// Runs `rule` on two ranks with a logical (or physical) NI; both must
+  /// finish with "ok".
+  void expect_rule(const char* rule, const char* addressing = "logical") {
+    multiproc::RunSpec spec;
+    spec.argv = {PIER_RUN_PATH,          "-n", "2",       "--timeout", "60", "--kill-grace", "2",
+                 PORTALS_RULES_JOB_PATH, rule, addressing};
+    spec.env = {"PIER_CORE_DRIVERS=self," + GetParam()};
+    spec.limit = std::chrono::seconds(60);
+    const multiproc::Outcome o = multiproc::run_command(spec);
+    ASSERT_FALSE(o.timed_out) << o.output;
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_NE(o.output.find("rank 0: ok"), std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("rank 1: ok"), std::string::npos) << o.output;
+  }
+};
+
+// §6.2 Logical vs physical addressing.
+TEST_P(PortalsRule, R_P1_PhysicalIdsAndIndependentWildcardsMatch) {
+  expect_rule("R-P1", "physical");
+}
+TEST_P(PortalsRule, R_P2_LogicalRanksMatchAndEventsNameTheRank) {
+  expect_rule("R-P2");
+}
+TEST_P(PortalsRule, R_P4_RankIsTheIndexOfTheOwnPhysicalIdInTheMap) {
+  expect_rule("R-P4");
+}
+
+// §6.3 Portal table and flow control.
+TEST_P(PortalsRule, R_F1_UnallocatedIndexDrops) {
+  expect_rule("R-F1");
+}
+TEST_P(PortalsRule, R_F2_DisabledIndexDropsUntilEnabled) {
+  expect_rule("R-F2");
+}
+TEST_P(PortalsRule, R_F3_NoMatchOnAFlowControlledIndexDisablesItOnce) {
+  expect_rule("R-F3");
+}
+TEST_P(PortalsRule, R_F4_DisabledUntilEnabledAndUnexpectedListKept) {
+  expect_rule("R-F4");
+}
+TEST_P(PortalsRule, R_F5_WithoutFlowControlANoMatchIsOnlyDropped) {
+  expect_rule("R-F5");
+}
+TEST_P(PortalsRule, R_F6_AFullQueueDisablesAFlowControlledIndex) {
+  expect_rule("R-F6");
+}
+TEST_P(PortalsRule, R_F7_PTDisablePostsNothingAndDropsSilently) {
+  expect_rule("R-F7");
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, PortalsRule, ::testing::Values("shm", "tcp"),
+                         [](const auto& cell) { return cell.param; });
+
+}  // namespace
+}  // namespace pier::portals::test
