@@ -66,7 +66,7 @@ struct Job {
   bool check_bytes(int line, const char* what, const void* seen, const void* want, std::size_t n);
 
   template <class A, class B>
-  bool check_eq(int line, const char* what, const A& seen, const B& want) {
+  bool check_eq(int line, const char* what, A seen, B want) {  // by value: arrays decay
     if (as_number(seen) == as_number(want)) return true;
     fail_value(line, what, as_number(seen), as_number(want));
     return false;

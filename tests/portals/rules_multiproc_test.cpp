@@ -64,6 +64,33 @@ TEST_P(PortalsRule, R_F7_PTDisablePostsNothingAndDropsSilently) {
   expect_rule("R-F7");
 }
 
+// §6.4 Matching.
+TEST_P(PortalsRule, R_M1_MatchBitsAndIgnoreBitsDecide) {
+  expect_rule("R-M1");
+}
+TEST_P(PortalsRule, R_M2_MatchIdNamesTheInitiatorLogicalAndPhysical) {
+  expect_rule("R-M2", "logical");
+  expect_rule("R-M2", "physical");
+}
+TEST_P(PortalsRule, R_M3_NoTruncateEntryIsSkippedWhenTheMessageDoesNotFit) {
+  expect_rule("R-M3");
+}
+TEST_P(PortalsRule, R_M4_NonMatchingListEntriesTakeEveryMessageInOrder) {
+  expect_rule("R-M4");
+}
+TEST_P(PortalsRule, R_M5_PriorityListFirstAndTheFirstMatchingEntryTakes) {
+  expect_rule("R-M5");
+}
+TEST_P(PortalsRule, R_M6_PermissionAndOperationViolationsOfTheFirstMatch) {
+  expect_rule("R-M6");
+}
+TEST_P(PortalsRule, R_M7_NoMatchDropsAndCounts) {
+  expect_rule("R-M7");
+}
+TEST_P(PortalsRule, R_M9_UnorderedMatchingStillMatchesBits) {
+  expect_rule("R-M9");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PortalsRule, ::testing::Values("shm", "tcp"),
                          [](const auto& cell) { return cell.param; });
 
