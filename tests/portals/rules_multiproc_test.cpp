@@ -91,6 +91,52 @@ TEST_P(PortalsRule, R_M9_UnorderedMatchingStillMatchesBits) {
   expect_rule("R-M9");
 }
 
+// §6.5 Offsets, truncation, length.
+TEST_P(PortalsRule, R_O1_ManagedLocalOffsetOrTheRemoteOffset) {
+  expect_rule("R-O1");
+}
+TEST_P(PortalsRule, R_O2_TruncatedToTheEntryAndZeroBeyondIt) {
+  expect_rule("R-O2");
+}
+TEST_P(PortalsRule, R_O3_LocalOffsetAdvancesByEachMatchPutsAndGets) {
+  expect_rule("R-O3");
+}
+TEST_P(PortalsRule, R_O4_MinFreeUnlinksAfterTheMatch) {
+  expect_rule("R-O4");
+}
+TEST_P(PortalsRule, R_O5_UnexpectedHeadersDoNotAdvanceTheLocalOffset) {
+  expect_rule("R-O5");
+}
+TEST_P(PortalsRule, R_O6_EventStartAndOffsetsInsideAnIovecEntry) {
+  expect_rule("R-O6");
+}
+TEST_P(PortalsRule, R_O7_IovecRegionsAreContiguousOnBothSides) {
+  expect_rule("R-O7");
+}
+
+// §6.6 Unexpected messages.
+TEST_P(PortalsRule, R_U1_OverflowEntryTakesTheMessageAndKeepsItsHeader) {
+  expect_rule("R-U1");
+}
+TEST_P(PortalsRule, R_U2_AppendClaimsHeadersAsOverflowEventsInArrivalOrder) {
+  expect_rule("R-U2");
+}
+TEST_P(PortalsRule, R_U3_PersistentTakesEveryHeaderUseOnceOne) {
+  expect_rule("R-U3");
+}
+TEST_P(PortalsRule, R_U4_OverflowAppendsAndFailedSearchesKeepHeaders) {
+  expect_rule("R-U4");
+}
+TEST_P(PortalsRule, R_U5_EveryAppendYieldsOverflowEventsOrLink) {
+  expect_rule("R-U5");
+}
+TEST_P(PortalsRule, R_U6_LocalIncByUnexpectedRlengthAndMinFree) {
+  expect_rule("R-U6");
+}
+TEST_P(PortalsRule, R_U7_OverflowEntryAutoUnlinkThenAutoFree) {
+  expect_rule("R-U7");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PortalsRule, ::testing::Values("shm", "tcp"),
                          [](const auto& cell) { return cell.param; });
 

@@ -1,9 +1,525 @@
+// PORTALS4.md §6.5 offsets and truncation (R-O*) and §6.6 unexpected
+// messages (R-U*) across two processes: rank 0 is the target, rank 1 the
+// initiator.
+#include <cstring>
+#include <initializer_list>
+
 #include "rules_job.hpp"
 
 namespace pier::portals::rules {
+namespace {
+
+constexpr ptl_match_bits_t all_bits = ~ptl_match_bits_t{0};
+
+void fill(unsigned char* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(seed + i * 3);
+}
+
+/// R-O1 and R-O6: MANAGE_LOCAL uses the entry's offset, otherwise the
+/// remote offset is used; the target event reports the requested offset
+/// and where the data starts, the ACK and REPLY the offset used.
+void rule_o1(Job& j) {
+  unsigned char src[8];
+  fill(src, 8, 11);
+  if (j.target()) {
+    static unsigned char managed[32], plain[32];
+    int tm = 0, tp = 0;
+    j.add(j.me_for(managed, 32, PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_MANAGE_LOCAL, 1),
+          PTL_PRIORITY_LIST, &tm);
+    j.add(j.me_for(plain, 32, PTL_ME_OP_PUT, 2), PTL_PRIORITY_LIST, &tp);
+    if (!j.sync()) return;
+    struct Want {
+      ptl_event_kind_t kind;
+      void* tag;
+      unsigned char* start;
+      ptl_size_t requested;
+    } wants[] = {{PTL_EVENT_PUT, &tm, managed, 100},
+                 {PTL_EVENT_PUT, &tm, managed + 8, 100},
+                 {PTL_EVENT_GET, &tm, managed + 16, 3},
+                 {PTL_EVENT_PUT, &tp, plain + 5, 5}};
+    for (const Want& w : wants) {
+      const ptl_event_t ev = j.expect(j.teq, w.kind, __LINE__);
+      RULE_EQ(j, ev.user_ptr, w.tag);
+      RULE_EQ(j, ev.start, w.start);
+      RULE_EQ(j, ev.remote_offset, w.requested);
+    }
+    RULE_BYTES(j, managed, src, 8);
+    RULE_BYTES(j, managed + 8, src, 8);
+    RULE_BYTES(j, plain + 5, src, 8);
+    j.sync();
+    j.expect_quiet(j.teq, __LINE__);
+    return;
+  }
+  unsigned char back[8] = {};
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  const ptl_handle_md_t gmd = j.bind(back, sizeof back);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 8, 1, 100, __LINE__).remote_offset, 0);
+  RULE_EQ(j, j.put_acked(md, 0, 8, 1, 100, __LINE__).remote_offset, 8);
+  RULE_EQ(j, j.get_reply(gmd, 0, 4, 1, 3, __LINE__).remote_offset, 16);
+  RULE_EQ(j, j.put_acked(md, 0, 8, 2, 5, __LINE__).remote_offset, 5);
+  j.sync();
+}
+
+/// R-O2: mlength = min(rlength, length - offset), and zero (not a failure)
+/// for an offset beyond the entry; gets are truncated the same way.
+void rule_o2(Job& j) {
+  unsigned char src[32];
+  fill(src, 32, 40);
+  if (j.target()) {
+    static unsigned char buf[16];
+    fill(buf, 16, 200);
+    unsigned char before[16];
+    std::memcpy(before, buf, 16);
+    int tag = 0;
+    j.add(j.me_for(buf, 16, PTL_ME_OP_PUT | PTL_ME_OP_GET), PTL_PRIORITY_LIST, &tag);
+    if (!j.sync()) return;
+    ptl_event_t ev = j.expect(j.teq, PTL_EVENT_GET, __LINE__);
+    RULE_EQ(j, ev.rlength, 32);
+    RULE_EQ(j, ev.mlength, 8);
+    ev = j.expect(j.teq, PTL_EVENT_PUT, __LINE__);
+    RULE_EQ(j, ev.rlength, 32);
+    RULE_EQ(j, ev.mlength, 12);
+    ev = j.expect(j.teq, PTL_EVENT_PUT, __LINE__);
+    RULE_EQ(j, ev.rlength, 8);
+    RULE_EQ(j, ev.mlength, 0);
+    RULE_EQ(j, ev.ni_fail_type, PTL_NI_OK);
+    RULE_BYTES(j, buf, before, 4);
+    RULE_BYTES(j, buf + 4, src, 12);
+    j.sync();
+    j.expect_quiet(j.teq, __LINE__);
+    return;
+  }
+  unsigned char back[32] = {}, want[16];
+  fill(want, 16, 200);
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  const ptl_handle_md_t gmd = j.bind(back, sizeof back);
+  if (!j.sync()) return;
+  ptl_event_t reply = j.get_reply(gmd, 0, 32, 0, 8, __LINE__);
+  RULE_EQ(j, reply.mlength, 8);
+  RULE_BYTES(j, back, want + 8, 8);
+  RULE_EQ(j, back[8], 0);
+  ptl_event_t ack = j.put_acked(md, 0, 32, 0, 4, __LINE__);
+  RULE_EQ(j, ack.mlength, 12);
+  ack = j.put_acked(md, 0, 8, 0, 100, __LINE__);
+  RULE_EQ(j, ack.ni_fail_type, PTL_NI_OK);
+  RULE_EQ(j, ack.mlength, 0);
+  j.sync();
+}
+
+/// R-O3: with MANAGE_LOCAL the one local offset advances by each match's
+/// mlength, puts and gets alike.
+void rule_o3(Job& j) {
+  unsigned char src[16];
+  fill(src, 16, 60);
+  if (j.target()) {
+    static unsigned char buf[32];
+    fill(buf, 32, 150);
+    int tag = 0;
+    j.add(j.me_for(buf, 32, PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_ME_MANAGE_LOCAL), PTL_PRIORITY_LIST,
+          &tag);
+    if (!j.sync()) return;
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).start, buf);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_GET, __LINE__).start, buf + 10);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).start, buf + 16);
+    RULE_BYTES(j, buf, src, 10);
+    RULE_BYTES(j, buf + 16, src, 4);
+    j.sync();
+    return;
+  }
+  unsigned char back[6] = {}, want[32];
+  fill(want, 32, 150);
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  const ptl_handle_md_t gmd = j.bind(back, sizeof back);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 10, 0, 0, __LINE__).remote_offset, 0);
+  RULE_EQ(j, j.get_reply(gmd, 0, 6, 0, 0, __LINE__).remote_offset, 10);
+  RULE_BYTES(j, back, want + 10, 6);
+  RULE_EQ(j, j.put_acked(md, 0, 4, 0, 0, __LINE__).remote_offset, 16);
+  j.sync();
+}
+
+/// R-O4: with min_free, the entry unlinks once less than min_free is left
+/// (AUTO_UNLINK after the PUT that did it); the next put finds nothing.
+void rule_o4(Job& j) {
+  unsigned char src[12] = {};
+  if (j.target()) {
+    static unsigned char buf[32];
+    int tag = 0;
+    ptl_me_t m = j.me_for(buf, 32, PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL);
+    m.min_free = 10;
+    j.add(m, PTL_PRIORITY_LIST, &tag);
+    if (!j.sync()) return;
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).start, buf);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).start, buf + 12);  // 8 left < 10
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tag);
+    j.sync();
+    j.expect_quiet(j.teq, __LINE__);
+    return;
+  }
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 12, 0, 0, __LINE__).ni_fail_type, PTL_NI_OK);
+  RULE_EQ(j, j.put_acked(md, 0, 12, 0, 0, __LINE__).ni_fail_type, PTL_NI_OK);
+  RULE_EQ(j, j.put_acked(md, 0, 4, 0, 0, __LINE__).ni_fail_type, PTL_NI_DROPPED);
+  j.sync();
+}
+
+/// R-O5: an unexpected header taken by a MANAGE_LOCAL append does not
+/// advance its offset: the next put lands at offset 0.
+void rule_o5(Job& j) {
+  unsigned char src[10];
+  fill(src, 10, 70);
+  if (j.target()) {
+    static unsigned char over[32], late[32];
+    int to = 0, tl = 0;
+    j.add(j.me_for(over, 32, PTL_ME_OP_PUT, 0, all_bits), PTL_OVERFLOW_LIST, &to);
+    if (!j.sync() || !j.sync()) return;
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).user_ptr, &to);
+    j.append(j.me_for(late, 32, PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 3), PTL_PRIORITY_LIST, &tl);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).user_ptr, &tl);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_LINK, __LINE__).user_ptr, &tl);
+    if (!j.sync()) return;
+    const ptl_event_t ev = j.expect(j.teq, PTL_EVENT_PUT, __LINE__);
+    RULE_EQ(j, ev.user_ptr, &tl);
+    RULE_EQ(j, ev.start, late);
+    RULE_BYTES(j, late, src, 8);
+    j.sync();
+    return;
+  }
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 10, 3, 0, __LINE__).ptl_list, PTL_OVERFLOW_LIST);
+  if (!j.sync() || !j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 8, 3, 0, __LINE__).remote_offset, 0);
+  j.sync();
+}
+
+/// R-O6 (also checked by R-O1) for iovec entries: `start` is the address
+/// inside the element where the data begins; the event reports the
+/// requested offset.
+void rule_o6(Job& j) {
+  unsigned char src[6];
+  fill(src, 6, 90);
+  if (j.target()) {
+    static unsigned char e0[5], e1[5], e2[5];
+    static ptl_iovec_t iov[3] = {{e0, 5}, {e1, 5}, {e2, 5}};
+    int tag = 0;
+    j.add(j.me_for(iov, 3, PTL_ME_OP_PUT | PTL_IOVEC), PTL_PRIORITY_LIST, &tag);
+    if (!j.sync()) return;
+    const ptl_event_t ev = j.expect(j.teq, PTL_EVENT_PUT, __LINE__);
+    RULE_EQ(j, ev.start, e1 + 2);
+    RULE_EQ(j, ev.remote_offset, 7);
+    RULE_EQ(j, ev.mlength, 6);
+    RULE_BYTES(j, e1 + 2, src, 3);
+    RULE_BYTES(j, e2, src + 3, 3);
+    j.sync();
+    return;
+  }
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 6, 0, 7, __LINE__).remote_offset, 7);
+  j.sync();
+}
+
+/// R-O7: iovec MDs and entries behave as one contiguous region on both
+/// sides of a put and of a get.
+void rule_o7(Job& j) {
+  if (j.target()) {
+    static char d1[5], d2[5], d3[5];
+    static ptl_iovec_t dst[3] = {{d1, 5}, {d2, 5}, {d3, 5}};
+    int tag = 0;
+    j.add(j.me_for(dst, 3, PTL_ME_OP_PUT | PTL_ME_OP_GET | PTL_IOVEC), PTL_PRIORITY_LIST, &tag);
+    if (!j.sync()) return;
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).start, d1 + 2);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_GET, __LINE__).mlength, 10);
+    // "cdefgh12" + "34" laid from offset 2 across d1|d2|d3.
+    RULE_BYTES(j, d1 + 2, "cde", 3);
+    RULE_BYTES(j, d2, "fgh12", 5);
+    RULE_BYTES(j, d3, "34", 2);
+    j.sync();
+    return;
+  }
+  char s1[8] = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}, s2[4] = {'1', '2', '3', '4'};
+  ptl_iovec_t src[2] = {{s1, 8}, {s2, 4}};
+  char b1[3] = {}, b2[9] = {};
+  ptl_iovec_t back[2] = {{b1, 3}, {b2, 9}};
+  const ptl_handle_md_t md = j.bind(src, 2, PTL_IOVEC);
+  const ptl_handle_md_t gmd = j.bind(back, 2, PTL_IOVEC);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 2, 10, 0, 2, __LINE__).mlength, 10);
+  RULE_EQ(j, j.get_reply(gmd, 1, 10, 0, 2, __LINE__).mlength, 10);
+  RULE_BYTES(j, b1 + 1, "cd", 2);
+  RULE_BYTES(j, b2, "efgh1234", 8);
+  j.sync();
+}
+
+/// R-U1: a message matching an overflow entry lands there; the PUT event
+/// says PTL_OVERFLOW_LIST with that entry's user_ptr, and so does the ACK.
+/// With UNEXPECTED_HDR_DISABLE no header is kept for a later append.
+void rule_u1(Job& j) {
+  unsigned char src[16];
+  fill(src, 16, 20);
+  if (j.target()) {
+    static unsigned char over[64], quiet[16], late[16];
+    int to = 0, tq = 0, tl = 0;
+    j.add(j.me_for(over, 64, PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 0x42), PTL_OVERFLOW_LIST, &to);
+    j.add(j.me_for(quiet, 16, PTL_ME_OP_PUT | PTL_ME_UNEXPECTED_HDR_DISABLE, 0x43),
+          PTL_OVERFLOW_LIST, &tq);
+    if (!j.sync() || !j.sync()) return;
+    ptl_event_t ev = j.expect(j.teq, PTL_EVENT_PUT, __LINE__);
+    RULE_EQ(j, ev.ptl_list, PTL_OVERFLOW_LIST);
+    RULE_EQ(j, ev.user_ptr, &to);
+    RULE_EQ(j, ev.start, over);
+    RULE_EQ(j, ev.hdr_data, 0x5eed);
+    j.check_initiator(ev, __LINE__);
+    RULE_BYTES(j, over, src, 16);
+    ev = j.expect(j.teq, PTL_EVENT_PUT, __LINE__);
+    RULE_EQ(j, ev.user_ptr, &tq);
+    RULE_EQ(j, ev.ptl_list, PTL_OVERFLOW_LIST);
+    // No header of 0x43 was kept: the append just links.
+    j.add(j.me_for(late, 16, PTL_ME_OP_PUT, 0x43), PTL_PRIORITY_LIST, &tl);
+    j.expect_quiet(j.teq, __LINE__);
+    return;
+  }
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 16, 0x42, 0, __LINE__, 0x5eed).ptl_list, PTL_OVERFLOW_LIST);
+  RULE_EQ(j, j.put_acked(md, 0, 16, 0x43, 0, __LINE__).ptl_list, PTL_OVERFLOW_LIST);
+  j.sync();
+}
+
+/// R-U2: a priority append takes the unexpected headers that match, in
+/// arrival order, as *_OVERFLOW events with the new entry's user_ptr and
+/// the original header; the data stays in the overflow buffer.
+void rule_u2(Job& j) {
+  unsigned char src[16];
+  fill(src, 16, 30);
+  if (j.target()) {
+    alignas(8) static unsigned char over[64];
+    int to = 0;
+    fill(over + 40, 8, 77);  // what the get will read
+    ptl_me_t o = j.me_for(over, 64, PTL_ME_OP_PUT | PTL_ME_OP_GET, 0, all_bits);
+    j.add(o, PTL_OVERFLOW_LIST, &to);
+    if (!j.sync() || !j.sync()) return;
+    for (ptl_event_kind_t k : {PTL_EVENT_PUT, PTL_EVENT_PUT, PTL_EVENT_GET, PTL_EVENT_ATOMIC})
+      RULE_EQ(j, j.expect(j.teq, k, __LINE__).ptl_list, PTL_OVERFLOW_LIST);
+    struct Claim {
+      ptl_match_bits_t bits;
+      unsigned options;
+      ptl_event_kind_t kind;
+      ptl_size_t length;
+      ptl_hdr_data_t hdr;
+    } claims[] = {{0x42, PTL_ME_OP_PUT, PTL_EVENT_PUT_OVERFLOW, 16, 1},
+                  {0x42, PTL_ME_OP_PUT, PTL_EVENT_PUT_OVERFLOW, 8, 2},
+                  {0x99, PTL_ME_OP_GET, PTL_EVENT_GET_OVERFLOW, 8, 0},
+                  {0x77, PTL_ME_OP_PUT, PTL_EVENT_ATOMIC_OVERFLOW, 8, 3}};
+    static unsigned char late[16];
+    for (const Claim& c : claims) {
+      int tag = 0;
+      j.append(j.me_for(late, 16, c.options | PTL_ME_USE_ONCE, c.bits), PTL_PRIORITY_LIST, &tag);
+      const ptl_event_t ev = j.expect(j.teq, c.kind, __LINE__);
+      RULE_EQ(j, ev.user_ptr, &tag);
+      RULE_EQ(j, ev.match_bits, c.bits);
+      RULE_EQ(j, ev.rlength, c.length);
+      RULE_EQ(j, ev.mlength, c.length);
+      RULE_EQ(j, ev.ptl_list, PTL_OVERFLOW_LIST);
+      if (c.kind != PTL_EVENT_GET_OVERFLOW) RULE_EQ(j, ev.hdr_data, c.hdr);
+      j.check_initiator(ev, __LINE__);
+      if (c.hdr == 1) RULE_EQ(j, ev.start, over);
+      if (c.hdr == 2) RULE_EQ(j, ev.start, over + 16);
+      if (c.kind == PTL_EVENT_ATOMIC_OVERFLOW) {
+        RULE_EQ(j, ev.atomic_operation, PTL_SUM);
+        RULE_EQ(j, ev.atomic_type, PTL_UINT64_T);
+      }
+      RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tag);
+    }
+    RULE_BYTES(j, over, src, 16);
+    RULE_BYTES(j, over + 16, src, 8);
+    const unsigned char zeros[16] = {};
+    RULE_BYTES(j, late, zeros, 16);  // nothing was copied
+    j.expect_quiet(j.teq, __LINE__);
+    return;
+  }
+  unsigned char back[8] = {}, want[8];
+  fill(want, 8, 77);
+  std::uint64_t one = 1;
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  const ptl_handle_md_t gmd = j.bind(back, sizeof back);
+  const ptl_handle_md_t amd = j.bind(&one, sizeof one);
+  if (!j.sync()) return;
+  j.put_acked(md, 0, 16, 0x42, 0, __LINE__, 1);
+  j.put_acked(md, 0, 8, 0x42, 16, __LINE__, 2);
+  RULE_EQ(j, j.get_reply(gmd, 0, 8, 0x99, 40, __LINE__).ni_fail_type, PTL_NI_OK);
+  RULE_BYTES(j, back, want, 8);
+  RULE_CALL(j, PtlAtomic(amd, 0, 8, PTL_ACK_REQ, j.peer, rule_pt, 0x77, 48, nullptr, 3, PTL_SUM,
+                         PTL_UINT64_T));
+  j.expect(j.ieq, PTL_EVENT_SEND, __LINE__);
+  RULE_EQ(j, j.expect(j.ieq, PTL_EVENT_ACK, __LINE__).ni_fail_type, PTL_NI_OK);
+  j.sync();
+}
+
+/// Rank 1 puts `n` messages of `length` bytes with `bits` (hdr_data
+/// 1..n) to the overflow entry rank 0 appended before the first sync.
+void put_unexpected(Job& j, int n, ptl_size_t length, ptl_match_bits_t bits) {
+  unsigned char src[16] = {};
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  for (int i = 1; i <= n; ++i)
+    RULE_EQ(j, j.put_acked(md, 0, length, bits, 0, __LINE__, ptl_hdr_data_t(i)).ptl_list,
+            PTL_OVERFLOW_LIST);
+}
+
+/// Rank 0's overflow entry for any bits, and the PUT of each of `n`
+/// unexpected messages once rank 1 has sent them.
+bool overflow_then_puts(Job& j, int n, int* tag, unsigned extra = 0) {
+  static unsigned char over[256];
+  j.add(j.me_for(over, sizeof over, PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | extra, 0, all_bits),
+        PTL_OVERFLOW_LIST, tag);
+  if (!j.sync() || !j.sync()) return false;
+  for (int i = 0; i < n; ++i) RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).user_ptr, tag);
+  return true;
+}
+
+/// R-U3: a persistent append takes every matching header, then links; a
+/// use-once one takes one header, unlinks and never links.
+void rule_u3(Job& j) {
+  if (!j.target()) {
+    if (!j.sync()) return;
+    put_unexpected(j, 3, 4, 7);
+    put_unexpected(j, 2, 4, 8);
+    j.sync();
+    return;
+  }
+  int to = 0;
+  if (!overflow_then_puts(j, 5, &to)) return;
+  static unsigned char p[16], q[16];
+  int tp = 0, tq = 0;
+  j.append(j.me_for(p, 16, PTL_ME_OP_PUT, 7), PTL_PRIORITY_LIST, &tp);
+  for (ptl_hdr_data_t h : {1, 2, 3}) {
+    const ptl_event_t ev = j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__);
+    RULE_EQ(j, ev.user_ptr, &tp);
+    RULE_EQ(j, ev.hdr_data, h);
+  }
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_LINK, __LINE__).user_ptr, &tp);
+  for (ptl_hdr_data_t h : {1, 2}) {
+    j.append(j.me_for(q, 16, PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 8), PTL_PRIORITY_LIST, &tq);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).hdr_data, h);
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tq);
+  }
+  j.expect_quiet(j.teq, __LINE__);
+}
+
+/// R-U4: an append to the overflow list and a search that matches
+/// nothing leave the unexpected list as it was.
+void rule_u4(Job& j) {
+  if (!j.target()) {
+    if (!j.sync()) return;
+    put_unexpected(j, 1, 4, 5);
+    j.sync();
+    return;
+  }
+  int to = 0, t2 = 0, tp = 0;
+  if (!overflow_then_puts(j, 1, &to)) return;
+  static unsigned char o2[16], p[16];
+  j.add(j.me_for(o2, 16, PTL_ME_OP_PUT, 5), PTL_OVERFLOW_LIST, &t2);  // LINK only
+  ptl_me_t probe = j.me_for(nullptr, 0, PTL_ME_OP_PUT, 6);
+  int ts = 0;
+  RULE_CALL(j, PtlMESearch(j.ni, rule_pt, &probe, PTL_SEARCH_DELETE, &ts));
+  const ptl_event_t s = j.expect(j.teq, PTL_EVENT_SEARCH, __LINE__);
+  RULE_EQ(j, s.ni_fail_type, PTL_NI_NO_MATCH);
+  j.append(j.me_for(p, 16, PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 5), PTL_PRIORITY_LIST, &tp);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).hdr_data, 1);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tp);
+  j.expect_quiet(j.teq, __LINE__);
+}
+
+/// R-U5: every append yields overflow events or LINK or both: none found
+/// (LINK), use-once found (overflow, AUTO_UNLINK), persistent found
+/// (overflow, LINK), persistent found with LINK_DISABLE (overflow only).
+void rule_u5(Job& j) {
+  if (!j.target()) {
+    if (!j.sync()) return;
+    put_unexpected(j, 1, 4, 1);
+    put_unexpected(j, 1, 4, 2);
+    put_unexpected(j, 1, 4, 3);
+    j.sync();
+    return;
+  }
+  int to = 0;
+  if (!overflow_then_puts(j, 3, &to)) return;
+  static unsigned char buf[4][16];
+  int tags[4] = {};
+  j.add(j.me_for(buf[0], 16, PTL_ME_OP_PUT, 9), PTL_PRIORITY_LIST, &tags[0]);
+  j.append(j.me_for(buf[1], 16, PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 1), PTL_PRIORITY_LIST, &tags[1]);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).user_ptr, &tags[1]);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tags[1]);
+  j.append(j.me_for(buf[2], 16, PTL_ME_OP_PUT, 2), PTL_PRIORITY_LIST, &tags[2]);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).user_ptr, &tags[2]);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_LINK, __LINE__).user_ptr, &tags[2]);
+  j.append(j.me_for(buf[3], 16, PTL_ME_OP_PUT | PTL_ME_EVENT_LINK_DISABLE, 3), PTL_PRIORITY_LIST,
+           &tags[3]);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).user_ptr, &tags[3]);
+  j.expect_quiet(j.teq, __LINE__);
+}
+
+/// R-U6: LOCAL_INC_UH_RLENGTH advances the offset by each header's
+/// rlength; below min_free the entry is not linked and unlinks.
+void rule_u6(Job& j) {
+  if (!j.target()) {
+    if (!j.sync()) return;
+    put_unexpected(j, 2, 10, 3);
+    j.sync();
+    return;
+  }
+  int to = 0, tag = 0;
+  if (!overflow_then_puts(j, 2, &to)) return;
+  static unsigned char late[32];
+  ptl_me_t m =
+      j.me_for(late, 32, PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL | PTL_ME_LOCAL_INC_UH_RLENGTH, 3);
+  m.min_free = 15;  // 32 - 10 = 22 stays; 32 - 20 = 12 < 15 unlinks
+  j.append(m, PTL_PRIORITY_LIST, &tag);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).hdr_data, 1);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).hdr_data, 2);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tag);
+  j.expect_quiet(j.teq, __LINE__);
+}
+
+/// R-U7: a use-once overflow entry says AUTO_UNLINK when it unlinks and
+/// AUTO_FREE once its last header is taken; UNLINK_DISABLE hides both.
+void rule_u7(Job& j) {
+  if (!j.target()) {
+    if (!j.sync()) return;
+    put_unexpected(j, 1, 8, 1);
+    put_unexpected(j, 1, 8, 2);
+    j.sync();
+    return;
+  }
+  static unsigned char o1[8], o2[8], p[8];
+  int t1 = 0, t2 = 0, tp = 0;
+  j.add(j.me_for(o1, 8, PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 1), PTL_OVERFLOW_LIST, &t1);
+  j.add(j.me_for(o2, 8, PTL_ME_OP_PUT | PTL_ME_USE_ONCE | PTL_ME_EVENT_UNLINK_DISABLE, 2),
+        PTL_OVERFLOW_LIST, &t2);
+  if (!j.sync() || !j.sync()) return;
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).user_ptr, &t1);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &t1);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).user_ptr, &t2);
+  j.expect_quiet(j.teq, __LINE__);  // the headers still sit in o1 and o2
+  j.append(j.me_for(p, 8, PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 1), PTL_PRIORITY_LIST, &tp);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).user_ptr, &tp);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_FREE, __LINE__).user_ptr, &t1);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tp);
+  j.append(j.me_for(p, 8, PTL_ME_OP_PUT | PTL_ME_USE_ONCE, 2), PTL_PRIORITY_LIST, &tp);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT_OVERFLOW, __LINE__).user_ptr, &tp);
+  RULE_EQ(j, j.expect(j.teq, PTL_EVENT_AUTO_UNLINK, __LINE__).user_ptr, &tp);
+  j.expect_quiet(j.teq, __LINE__);
+}
+
+}  // namespace
 
 const Rule offset_rules[] = {
-    {nullptr, nullptr},
+    {"R-O1", rule_o1}, {"R-O2", rule_o2}, {"R-O3", rule_o3}, {"R-O4", rule_o4}, {"R-O5", rule_o5},
+    {"R-O6", rule_o6}, {"R-O7", rule_o7}, {"R-U1", rule_u1}, {"R-U2", rule_u2}, {"R-U3", rule_u3},
+    {"R-U4", rule_u4}, {"R-U5", rule_u5}, {"R-U6", rule_u6}, {"R-U7", rule_u7}, {nullptr, nullptr},
 };
 
 }  // namespace pier::portals::rules
