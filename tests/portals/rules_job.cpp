@@ -233,8 +233,8 @@ void Job::check_initiator(const ptl_event_t& ev, int line) {
 namespace {
 
 const Rule* find_rule(const char* name) {
-  for (const Rule* group :
-       {addressing_rules, matching_rules, offset_rules, event_rules, counting_rules, atomic_rules})
+  for (const Rule* group : {addressing_rules, matching_rules, offset_rules, event_rules, ack_rules,
+                            counting_rules, atomic_rules})
     for (const Rule* r = group; r->name != nullptr; ++r)
       if (std::strcmp(r->name, name) == 0) return r;
   return nullptr;
@@ -247,19 +247,17 @@ bool bring_up(Job& j, const Rule& rule) {
   j.matching = rule.matching;
   const unsigned options = (j.matching ? PTL_NI_MATCHING : PTL_NI_NO_MATCHING) |
                            (j.logical ? PTL_NI_LOGICAL : PTL_NI_PHYSICAL);
-  ptl_ni_limits_t small{};
+  ptl_ni_limits_t tuned{};
   const ptl_ni_limits_t* desired = nullptr;
-  if (rule.small_limits && env_rank == 0) {
-    // R-L5: rank 0 accepts less than rank 1 may send. A field at zero asks
-    // for the minimum, so start from the defaults of a first NI.
+  if (rule.tune_limits != nullptr && env_rank == 0) {
+    // A field at zero asks for the minimum, so start from the defaults
+    // that a first NI reports.
     ptl_handle_ni_t probe;
-    const int rc = PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, nullptr, &small, &probe);
+    const int rc = PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, nullptr, &tuned, &probe);
     if (rc != PTL_OK) return j.fail_value(__LINE__, "PtlNIInit", rc, PTL_OK), false;
     PtlNIFini(probe);
-    small.max_msg_size = 4096;
-    small.max_atomic_size = 8;
-    small.max_fetch_atomic_size = 8;
-    desired = &small;
+    rule.tune_limits(tuned);
+    desired = &tuned;
   }
   int rc = PtlNIInit(PTL_IFACE_DEFAULT, options, PTL_PID_ANY, desired, &j.limits, &j.ni);
   if (rc != PTL_OK) return j.fail_value(__LINE__, "PtlNIInit", rc, PTL_OK), false;

@@ -123,19 +123,20 @@ struct Job {
 };
 
 /// One rule: each rank runs its side; `matching` picks the NI kind and
-/// `small_limits` asks rank 0 for small message and atomic limits.
+/// `tune_limits`, if set, changes the limits rank 0 asks for.
 struct Rule {
   const char* name;
   void (*run)(Job&);
   bool matching = true;
-  bool small_limits = false;
+  void (*tune_limits)(ptl_ni_limits_t&) = nullptr;
 };
 
 // The rule groups, one file each; every group lists its rules.
 extern const Rule addressing_rules[];  // R-P*, R-F*  (rules_flow.cpp)
 extern const Rule matching_rules[];    // R-M*        (rules_match.cpp)
 extern const Rule offset_rules[];      // R-O*, R-U*  (rules_offsets.cpp)
-extern const Rule event_rules[];       // R-E*, R-K*  (rules_events.cpp)
+extern const Rule event_rules[];       // R-E*        (rules_events.cpp)
+extern const Rule ack_rules[];         // R-K*        (rules_acks.cpp)
 extern const Rule counting_rules[];    // R-C*, R-T*  (rules_counting.cpp)
 extern const Rule atomic_rules[];      // R-A*, R-L*, R-S* (rules_atomic.cpp)
 

@@ -137,6 +137,53 @@ TEST_P(PortalsRule, R_U7_OverflowEntryAutoUnlinkThenAutoFree) {
   expect_rule("R-U7");
 }
 
+// §6.7 Events: generation and suppression.
+TEST_P(PortalsRule, R_E1_TargetEventsGoToTheQueueOfTheirIndex) {
+  expect_rule("R-E1");
+}
+TEST_P(PortalsRule, R_E2_CommEventPerMatchUnlessDisabled) {
+  expect_rule("R-E2");
+}
+TEST_P(PortalsRule, R_E3_EachDisableOptionSuppressesItsEvents) {
+  expect_rule("R-E3");
+}
+TEST_P(PortalsRule, R_E4_UseOnceEntryUnlinksAfterItsMatch) {
+  expect_rule("R-E4");
+}
+TEST_P(PortalsRule, R_E5_EventOrderAtOneTargetQueue) {
+  expect_rule("R-E5");
+}
+TEST_P(PortalsRule, R_E6_InitiatorEventsPerOperation) {
+  expect_rule("R-E6");
+}
+TEST_P(PortalsRule, R_E7_SendAndSuccessDisableHideOnlySuccesses) {
+  expect_rule("R-E7");
+}
+TEST_P(PortalsRule, R_E8_SendIsOkAndTargetFailuresComeInTheAck) {
+  expect_rule("R-E8");
+}
+TEST_P(PortalsRule, R_E9_MeaningfulFieldsOfEachEvent) {
+  expect_rule("R-E9");
+  expect_rule("R-E9", "physical");
+}
+
+// §6.8 Acknowledgments.
+TEST_P(PortalsRule, R_K1_AckCarriesLengthOffsetListAndFailure) {
+  expect_rule("R-K1");
+}
+TEST_P(PortalsRule, R_K2_CountingAckCountsBytesAndFailures) {
+  expect_rule("R-K2");
+}
+TEST_P(PortalsRule, R_K3_OperationAckCountsOperationsEvenWhenDropped) {
+  expect_rule("R-K3");
+}
+TEST_P(PortalsRule, R_K4_GetsHaveNoAck) {
+  expect_rule("R-K4");
+}
+TEST_P(PortalsRule, R_K5_TheTargetCannotRefuseAnAck) {
+  expect_rule("R-K5");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PortalsRule, ::testing::Values("shm", "tcp"),
                          [](const auto& cell) { return cell.param; });
 
