@@ -137,7 +137,8 @@ extern const Rule matching_rules[];    // R-M*        (rules_match.cpp)
 extern const Rule offset_rules[];      // R-O*, R-U*  (rules_offsets.cpp)
 extern const Rule event_rules[];       // R-E*        (rules_events.cpp)
 extern const Rule ack_rules[];         // R-K*        (rules_acks.cpp)
-extern const Rule counting_rules[];    // R-C*, R-T*  (rules_counting.cpp)
+extern const Rule counting_rules[];    // R-C*        (rules_counting.cpp)
+extern const Rule triggered_rules[];   // R-T*, R-C7  (rules_triggered.cpp)
 extern const Rule atomic_rules[];      // R-A*, R-L*, R-S* (rules_atomic.cpp)
 
 }  // namespace pier::portals::rules

@@ -184,6 +184,59 @@ TEST_P(PortalsRule, R_K5_TheTargetCannotRefuseAnAck) {
   expect_rule("R-K5");
 }
 
+// §6.9 Counting events.
+TEST_P(PortalsRule, R_C1_SuccessCountsEventsOrBytesFailureCountsOne) {
+  expect_rule("R-C1");
+}
+TEST_P(PortalsRule, R_C2_SendCountsRequestedBytesTheRestMatchedBytes) {
+  expect_rule("R-C2");
+}
+TEST_P(PortalsRule, R_C3_CountingNeedsOnlyTheCounterAndItsOption) {
+  expect_rule("R-C3");
+}
+TEST_P(PortalsRule, R_C4_AWaitEndsOnTheTestOrAnyFailure) {
+  expect_rule("R-C4");
+}
+TEST_P(PortalsRule, R_C5_PollNamesTheLowestSatisfiedOrTimesOut) {
+  expect_rule("R-C5");
+}
+TEST_P(PortalsRule, R_C6_ArrivalsAddToASetCounter) {
+  expect_rule("R-C6");
+}
+TEST_P(PortalsRule, R_C7_IncAndSetReleaseTriggeredOperationsAtOnce) {
+  expect_rule("R-C7");
+}
+TEST_P(PortalsRule, R_C8_OneCounterSharedByAnMDAndAnEntry) {
+  expect_rule("R-C8");
+}
+TEST_P(PortalsRule, R_C9_SearchCountsHeadersFromThePeer) {
+  expect_rule("R-C9");
+}
+
+// §6.11 Triggered operations: a remote arrival releases them, or they go
+// to the remote side.
+TEST_P(PortalsRule, R_T1_ReleasedWhenSuccessPlusFailureReachesTheThreshold) {
+  expect_rule("R-T1");
+}
+TEST_P(PortalsRule, R_T2_AThresholdAlreadyReachedReleasesAtOnce) {
+  expect_rule("R-T2");
+}
+TEST_P(PortalsRule, R_T3_TheBufferIsReadAtRelease) {
+  expect_rule("R-T3");
+}
+TEST_P(PortalsRule, R_T4_ReleasedTogetherTheyGoInIssueOrder) {
+  expect_rule("R-T4");
+}
+TEST_P(PortalsRule, R_T5_CounterChaining) {
+  expect_rule("R-T5");
+}
+TEST_P(PortalsRule, R_T6_CancelDestroysPendingOperations) {
+  expect_rule("R-T6");
+}
+TEST_P(PortalsRule, R_T7_FreeingTheCounterDestroysItsOperations) {
+  expect_rule("R-T7");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PortalsRule, ::testing::Values("shm", "tcp"),
                          [](const auto& cell) { return cell.param; });
 
