@@ -139,7 +139,8 @@ extern const Rule event_rules[];       // R-E*        (rules_events.cpp)
 extern const Rule ack_rules[];         // R-K*        (rules_acks.cpp)
 extern const Rule counting_rules[];    // R-C*        (rules_counting.cpp)
 extern const Rule triggered_rules[];   // R-T*, R-C7  (rules_triggered.cpp)
-extern const Rule atomic_rules[];      // R-A*, R-L*, R-S* (rules_atomic.cpp)
+extern const Rule atomic_rules[];      // R-A*        (rules_atomic.cpp)
+extern const Rule limit_rules[];       // R-L*, R-S1  (rules_limits.cpp)
 
 }  // namespace pier::portals::rules
 

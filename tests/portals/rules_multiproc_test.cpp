@@ -237,6 +237,48 @@ TEST_P(PortalsRule, R_T7_FreeingTheCounterDestroysItsOperations) {
   expect_rule("R-T7");
 }
 
+// §6.12 Atomics.
+TEST_P(PortalsRule, R_A1_TheTargetDoesEveryLegalOperationAndDatatype) {
+  expect_rule("R-A1");
+}
+TEST_P(PortalsRule, R_A2_ElementWiseOperations) {
+  expect_rule("R-A2");
+}
+TEST_P(PortalsRule, R_A3_ConditionalSwapsCompareOperandWithTarget) {
+  expect_rule("R-A3");
+}
+TEST_P(PortalsRule, R_A4_MaskedSwap) {
+  expect_rule("R-A4");
+}
+TEST_P(PortalsRule, R_A5_SwapExchangesTheWholeLength) {
+  expect_rule("R-A5");
+}
+TEST_P(PortalsRule, R_A6_FetchFormsReturnThePriorValue) {
+  expect_rule("R-A6");
+}
+TEST_P(PortalsRule, R_A7_ConcurrentFetchAddsFromTwoRanksLoseNothing) {
+  expect_rule("R-A7");
+}
+TEST_P(PortalsRule, R_A8_FetchAndSwapNeedPutAndGetOnTheEntry) {
+  expect_rule("R-A8");
+}
+
+// §6.13 Size limits and ordering.
+TEST_P(PortalsRule, R_L3_VolatileBufferIsReusableAtReturn) {
+  expect_rule("R-L3");
+}
+TEST_P(PortalsRule, R_L4_SmallWritesAndGetThenPutKeepIssueOrder) {
+  expect_rule("R-L4");
+}
+TEST_P(PortalsRule, R_L5_TheTargetClampsToItsOwnLimits) {
+  expect_rule("R-L5");
+}
+
+// §6.14 Status registers.
+TEST_P(PortalsRule, R_S1_DropCountCountsDropsButNotViolations) {
+  expect_rule("R-S1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, PortalsRule, ::testing::Values("shm", "tcp"),
                          [](const auto& cell) { return cell.param; });
 
