@@ -233,8 +233,9 @@ void Job::check_initiator(const ptl_event_t& ev, int line) {
 namespace {
 
 const Rule* find_rule(const char* name) {
-  for (const Rule* group : {addressing_rules, matching_rules, offset_rules, event_rules, ack_rules,
-                            counting_rules, triggered_rules, atomic_rules, limit_rules})
+  for (const Rule* group :
+       {addressing_rules, matching_rules, offset_rules, unexpected_rules, event_rules, ack_rules,
+        counting_rules, triggered_rules, atomic_rules, limit_rules})
     for (const Rule* r = group; r->name != nullptr; ++r)
       if (std::strcmp(r->name, name) == 0) return r;
   return nullptr;

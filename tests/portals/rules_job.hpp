@@ -134,7 +134,8 @@ struct Rule {
 // The rule groups, one file each; every group lists its rules.
 extern const Rule addressing_rules[];  // R-P*, R-F*  (rules_flow.cpp)
 extern const Rule matching_rules[];    // R-M*        (rules_match.cpp)
-extern const Rule offset_rules[];      // R-O*, R-U*  (rules_offsets.cpp)
+extern const Rule offset_rules[];      // R-O*        (rules_offsets.cpp)
+extern const Rule unexpected_rules[];  // R-U*        (rules_unexpected.cpp)
 extern const Rule event_rules[];       // R-E*        (rules_events.cpp)
 extern const Rule ack_rules[];         // R-K*        (rules_acks.cpp)
 extern const Rule counting_rules[];    // R-C*        (rules_counting.cpp)
