@@ -207,6 +207,38 @@ void rule_f3(Job& j) {
   j.sync();
 }
 
+void one_unexpected_header(ptl_ni_limits_t& l) {
+  l.max_unexpected_headers = 1;
+}
+
+/// R-F3 the other way: a message that would need an unexpected header
+/// beyond max_unexpected_headers (rank 0 has one) disables the index too.
+void rule_f3_headers(Job& j) {
+  unsigned char src[8] = {6, 6, 6, 6, 6, 6, 6, 6};
+  if (j.target()) {
+    static unsigned char over[64];
+    ptl_pt_index_t pt;
+    RULE_CALL(j, PtlPTAlloc(j.ni, PTL_PT_FLOWCTRL, j.teq, flow_pt, &pt));
+    int tag = 0;
+    j.add(j.me_for(over, sizeof over, PTL_ME_OP_PUT | PTL_ME_MANAGE_LOCAL, 0, ~ptl_match_bits_t{0}),
+          PTL_OVERFLOW_LIST, &tag, flow_pt);
+    if (!j.sync() || !j.sync()) return;
+    RULE_EQ(j, j.expect(j.teq, PTL_EVENT_PUT, __LINE__).user_ptr, &tag);
+    const ptl_event_t ev = j.expect(j.teq, PTL_EVENT_PT_DISABLED, __LINE__);
+    RULE_EQ(j, ev.pt_index, flow_pt);
+    RULE_EQ(j, ev.ni_fail_type, PTL_NI_PT_DISABLED);
+    j.expect_quiet(j.teq, __LINE__);
+    RULE_BYTES(j, over, src, 8);
+    RULE_EQ(j, over[8], 0);
+    return;
+  }
+  const ptl_handle_md_t md = j.bind(src, sizeof src);
+  if (!j.sync()) return;
+  RULE_EQ(j, j.put_acked(md, 0, 8, 1, 0, __LINE__, 0, flow_pt).ni_fail_type, PTL_NI_OK);
+  RULE_EQ(j, j.put_acked(md, 0, 8, 2, 0, __LINE__, 0, flow_pt).ni_fail_type, PTL_NI_PT_DISABLED);
+  j.sync();
+}
+
 /// R-F4: a disabled flow-controlled index drops every message, matching
 /// or not, until PtlPTEnable; then matching resumes and the unexpected
 /// header that came before the disable is still there.
@@ -328,9 +360,13 @@ void rule_f7(Job& j) {
 }  // namespace
 
 const Rule addressing_rules[] = {
-    {"R-P1", physical_match_id}, {"R-P2", logical_match_id}, {"R-M2", rule_m2}, {"R-P4", rule_p4},
-    {"R-F1", rule_f1},           {"R-F2", rule_f2},          {"R-F3", rule_f3}, {"R-F4", rule_f4},
-    {"R-F5", rule_f5},           {"R-F6", rule_f6},          {"R-F7", rule_f7}, {nullptr, nullptr},
+    {"R-P1", physical_match_id}, {"R-P2", logical_match_id},
+    {"R-M2", rule_m2},           {"R-P4", rule_p4},
+    {"R-F1", rule_f1},           {"R-F2", rule_f2},
+    {"R-F3", rule_f3},           {"R-F3-HEADERS", rule_f3_headers, true, one_unexpected_header},
+    {"R-F4", rule_f4},           {"R-F5", rule_f5},
+    {"R-F6", rule_f6},           {"R-F7", rule_f7},
+    {nullptr, nullptr},
 };
 
 }  // namespace pier::portals::rules
