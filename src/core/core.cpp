@@ -629,6 +629,9 @@ Status Core::send(const SendArgs& a) noexcept {
     return Status::invalid_argument;
   Gate& gate = *impl.gates_[a.peer];
   if (gate.state == GateState::failed) return gate.failure;
+  // A peer the client rejected is failed at the gate's next visit; nothing
+  // more goes to it meanwhile.
+  if (gate.fail_due != Status::ok) return failure_of(gate.fail_due);
   if (impl.completion_count_ + impl.sends_.outstanding() >= impl.send_budget_) {
     impl.room_owed_ = true;
     return Status::no_resource;
@@ -823,13 +826,21 @@ void Core::reject_peer(Rank peer, Status why) noexcept {
   Gate& g = *impl_->gates_[peer];
   if (g.state == GateState::failed || g.fail_due != Status::ok) return;
   g.fail_due = is_success(why) ? Status::malformed : why;
+  if (g.state == GateState::idle || !g.active) {
+    // Nothing under way and no pass visits it: fail it now, so its peer
+    // is not taken for a live one until something opens the gate.
+    PIER_LOG(warn, "core", "rank {} rejected: {}", peer, to_string(g.fail_due));
+    impl_->fail_gate(g, g.fail_due);
+    return;
+  }
   impl_->touch(g);
 }
 
 Status Core::gate_status(Rank peer) const noexcept {
   if (!impl_->connected_ || peer >= impl_->size_) return Status::invalid_argument;
   const Gate& g = *impl_->gates_[peer];
-  return g.state == GateState::failed ? g.failure : Status::ok;
+  if (g.state == GateState::failed) return g.failure;
+  return g.fail_due != Status::ok ? failure_of(g.fail_due) : Status::ok;
 }
 
 std::size_t eager_limit_for(const driver::Properties& props, std::size_t configured) noexcept {

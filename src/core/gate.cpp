@@ -298,7 +298,7 @@ void Core::Impl::fail_gate(Gate& gate, Status why) noexcept {
   gate.state = GateState::failed;
   polled_stale_ = true;
   if (failed_peers_.size() < failed_peers_.capacity()) failed_peers_.push_back(gate.peer);
-  gate.failure = scope_of(why) == Scope::op ? Status::broken : why;
+  gate.failure = failure_of(why);
   ++stats_.gates_failed;
   PIER_LOG(warn, "core", "rank {} unreachable ({}): pending operations fail", gate.peer,
            to_string(why));

@@ -117,6 +117,16 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
     ++stats_.reordered;
     return Status::ok;
   }
+  if (!p.stash.empty()) {
+    // Its stashed copy came first and waits, in sequence, for room in the
+    // finalize ring: this one is the duplicate (delivering it would leave
+    // the copy behind the sequence, never drained).
+    for (const Stashed& st : p.stash)
+      if (st.sequence == h.sequence) {
+        ++stats_.duplicates;
+        return drain_stash(gate, p, false);
+      }
+  }
   quiet_arrival_ = h.type == wire::PacketType::eager && p.stash.empty();
   Status s = on_ordered(gate, h, payload, -1);
   if (s != Status::ok) return s;

@@ -34,6 +34,9 @@ bool spends_credit(wire::PacketType t) noexcept {
 }  // namespace
 
 Status Core::Impl::post_small(Gate& gate, SmallSend& s) noexcept {
+  // A rail that failed during this flush leaves its packets in flight to
+  // be sent again first, at the reap: nothing new overtakes them.
+  if (gate.reap_due) return Status::no_resource;
   Rail* rail = gate.primary_rail();
   if (rail == nullptr) return Status::no_resource;
   wire::FrameHeader h = s.frame;

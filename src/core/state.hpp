@@ -113,6 +113,13 @@ enum class RecvState : std::uint8_t {
   completed,
 };
 
+/// What a failed gate reports to later operations: why it failed, but an
+/// error that concerns one operation only (a truncation, say) says
+/// "broken" for the whole peer.
+constexpr Status failure_of(Status why) noexcept {
+  return scope_of(why) == Scope::op ? Status::broken : why;
+}
+
 }  // namespace pier::core
 
 namespace pier::core {

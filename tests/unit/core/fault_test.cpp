@@ -356,6 +356,29 @@ TEST(Hostile, APeerTheClientRejectsIsFailedBeforeItsNextMessageIsParsed) {
   c.cores[1]->reject_peer(7, Status::malformed);
 }
 
+/// Between reject_peer() and the gate's next visit the peer was still taken
+/// for a live one: a send to it was accepted (and finalized ok) and
+/// gate_status() said ok; a gate nothing had opened yet (no pass visits it)
+/// stayed so until something did. Both now fail at once (a review).
+TEST(Hostile, ARejectedPeerTakesNoSendEvenBeforeItsGateIsVisited) {
+  Cluster c(3, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  std::vector<std::byte> data = pattern(8, 3);
+  ASSERT_EQ(c.send(1, 0, data, cookie(1)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return c.clients[0]->parsed.size() == 1; }));
+  c.cores[1]->reject_peer(0, Status::malformed);
+  EXPECT_EQ(c.cores[1]->gate_status(0), Status::malformed);
+  EXPECT_EQ(c.send(1, 0, data, cookie(2)), Status::malformed);
+  // Rank 2: never opened.
+  c.cores[1]->reject_peer(2, Status::version_mismatch);
+  EXPECT_EQ(c.cores[1]->gate_status(2), Status::version_mismatch);
+  EXPECT_EQ(c.send(1, 2, data, cookie(3)), Status::version_mismatch);
+  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->failed_peers.size() == 2; }));
+  for (int i = 0; i < 100; ++i)
+    for (auto& core : c.cores) (void)core->progress();
+  EXPECT_EQ(c.clients[0]->parsed.size(), 1u) << "a send to a rejected peer left";
+}
+
 /// The same with packets reordered below the core: those ahead of the
 /// rejected one wait in the stash and must not be delivered when the hole
 /// fills (a review found drain_stash delivering them).
