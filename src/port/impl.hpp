@@ -267,6 +267,9 @@ class Port::Impl {
   /// This incarnation of the number: answers naming another are not ours.
   const std::uint16_t epoch;
   Port* facade = nullptr;
+  /// When it opened, on the node's answer clock (Node::Impl::answer_clock):
+  /// its answers leave after those of sources stamped earlier.
+  std::uint64_t opened_at = 0;
   bool closed = false;
   /// Core cookies naming this port's objects, not yet finalized: a closed
   /// port lives on until this is 0.
@@ -464,19 +467,25 @@ class Node::Impl final : public core::Client {
     std::uint8_t priority = 0;
     std::uint16_t peer_epoch = 0;
     core::Incoming* request = nullptr;  ///< taken once the nack leaves
+    std::uint64_t queued_at = 0;        ///< on the answer clock
   };
   Status post_closed_nack(const ClosedNack& n) noexcept;
   void retry_closed_nacks() noexcept;
-  /// Answers from port number `id` to node `to` leave oldest incarnation
-  /// first (a sender matches them to its ops in order): whether answers
-  /// older than `who`'s still wait for that node, in a closed incarnation's
-  /// queue (before `who` when it is closed too) or, unless `who` is null,
-  /// in the closed-port nacks. Other nodes' answers are not held up.
-  bool older_answers_wait(unsigned id, std::uint32_t to, const Port::Impl* who) const noexcept {
+  /// Answers from port number `id` to node `to` leave in the order their
+  /// sources came to be (a sender matches them to its ops in order): each
+  /// incarnation of the number from its open, each nack for the number
+  /// while no port had it from when it was queued. Whether answers of a
+  /// source stamped before `since` still wait for that node, in a closed
+  /// incarnation's queue or in the closed-port nacks. Other nodes' answers
+  /// are not held up.
+  bool older_answers_wait(unsigned id, std::uint32_t to, std::uint64_t since) const noexcept {
     if (zombies.empty() && closed_nacks_count == 0) return false;
-    return older_answers_wait_slow(id, to, who);
+    return older_answers_wait_slow(id, to, since);
   }
-  bool older_answers_wait_slow(unsigned id, std::uint32_t to, const Port::Impl* who) const noexcept;
+  bool older_answers_wait_slow(unsigned id, std::uint32_t to, std::uint64_t since) const noexcept;
+  /// Stamps port opens and queued closed-port nacks, in the order they
+  /// happen (older_answers_wait).
+  std::uint64_t answer_clock = 0;
   /// Retries the closed ports' queued answers, oldest first.
   void retry_zombies() noexcept;
   /// A ring, sized at construction for every receive state of the core:

@@ -58,6 +58,7 @@ Result<Port::Impl*> Node::Impl::open(unsigned id) {
     std::uint16_t epoch = ++epochs[id];
     if (epoch == 0) epoch = epochs[id] = 1;  // 0 names no port
     ports[id] = std::make_unique<Port::Impl>(*this, id, epoch);
+    ports[id]->opened_at = ++answer_clock;
   } catch (const std::bad_alloc&) {
     return Status::no_memory;
   }
@@ -126,19 +127,17 @@ void Node::Impl::reap() noexcept {
 }
 
 bool Node::Impl::older_answers_wait_slow(unsigned id, std::uint32_t to,
-                                         const Port::Impl* who) const noexcept {
+                                         std::uint64_t since) const noexcept {
+  // Closed incarnations opened earlier; an incarnation that opened after a
+  // nack was queued answers after it, also once it is closed.
   for (const auto& z : zombies) {
-    if (z.get() == who) return false;  // the ones after it are younger
-    if (z->id != id) continue;
+    if (z->id != id || z->opened_at >= since) continue;
     for (const Reply* r = z->reply_retry.head; r; r = r->next)
       if (r->node == to) return true;
   }
-  if (who == nullptr || who->closed) return false;
-  // An open port's answers also come after the nacks sent for its number
-  // while no port had it.
   for (std::size_t i = 0; i < closed_nacks_count; ++i) {
     const ClosedNack& n = closed_nacks[(closed_nacks_first + i) % closed_nacks.size()];
-    if (n.closed_port == id && n.node == to) return true;
+    if (n.queued_at < since && n.closed_port == id && n.node == to) return true;
   }
   return false;
 }
@@ -247,10 +246,11 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
   const bool control = h.kind == wire::PortKind::resume || h.kind == wire::PortKind::drop;
   if (control) take(a.handle);
   core::Incoming* request = control ? nullptr : a.handle;
-  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority, h.epoch, request};
+  const ClosedNack n{a.source, h.receiving_port, h.sending_port, h.priority,
+                     h.epoch,  request,          ++answer_clock};
   // Answers leave in order: once one waits for core room, the rest queue;
   // and behind what a closed incarnation of that number still owes.
-  if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, a.source, nullptr)) {
+  if (closed_nacks_count == 0 && !older_answers_wait(h.receiving_port, a.source, n.queued_at)) {
     const Status st = post_closed_nack(n);
     if (st != Status::no_resource) {  // sent, or the gate failed: the sender learns that
       take(request);
@@ -271,7 +271,7 @@ void Node::Impl::nack_closed(const core::Arrival& a, const wire::PortHeader& h) 
 void Node::Impl::retry_closed_nacks() noexcept {
   while (closed_nacks_count > 0) {
     const ClosedNack& n = closed_nacks[closed_nacks_first];
-    if (older_answers_wait(n.closed_port, n.node, nullptr)) return;
+    if (older_answers_wait(n.closed_port, n.node, n.queued_at)) return;
     if (post_closed_nack(n) == Status::no_resource) return;
     take(n.request);
     closed_nacks_first = (closed_nacks_first + 1) % closed_nacks.size();

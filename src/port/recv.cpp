@@ -114,7 +114,7 @@ Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std
   r.length = length;
   // Answers leave in the order they were decided: once one waits, all wait
   // (also behind an earlier incarnation's, see Node::older_answers_wait).
-  if (reply_retry.empty() && !node.older_answers_wait(id, node_id, this)) {
+  if (reply_retry.empty() && !node.older_answers_wait(id, node_id, opened_at)) {
     Status s = post_reply(r);
     if (s != Status::no_resource) {
       take(request);
@@ -136,7 +136,7 @@ Status Port::Impl::send_answer(std::uint8_t priority, std::uint32_t node_id, std
 
 void Port::Impl::retry_replies() noexcept {
   while (Reply* r = reply_retry.head) {
-    if (node.older_answers_wait(id, r->node, this)) return;
+    if (node.older_answers_wait(id, r->node, opened_at)) return;
     if (post_reply(*r) == Status::no_resource) return;
     reply_retry.pop();
     take(r->request);
@@ -380,10 +380,14 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
   if (s->sender_epoch != h.epoch) {
     // Incarnations in serial order (they wrap at 16 bits): traffic of an
     // older one is a closed port's, late (its close-time drop may leave
-    // after its successor's first op); nobody waits for it.
+    // after its successor's first op); nobody waits for it. Only while the
+    // stream is busy with the newer one, though: an idle stream may be
+    // remembered across 32768 incarnations, after which a new one looks
+    // older, and its ops would go unanswered for ever.
     const auto ahead =
         static_cast<std::int16_t>(static_cast<std::uint16_t>(h.epoch - s->sender_epoch));
-    if (s->sender_epoch != 0 && ahead < 0) {
+    const bool idle = s->held.empty() && s->suspended == 0 && s->owed_acks == 0 && !s->on_ack_list;
+    if (s->sender_epoch != 0 && ahead < 0 && !idle) {
       (void)core().recv(a.handle, nullptr, nullptr, 0, 0, 0);
       return;
     }

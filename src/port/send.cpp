@@ -149,7 +149,7 @@ Status Port::Impl::post(Op* op) noexcept {
       h.size_class = op->size;
       // The acks we owe that port on this priority ride along in the tag,
       // unless answers already wait in line: they must leave in order.
-      if (reply_retry.empty() && !node.older_answers_wait(id, c->node, this))
+      if (reply_retry.empty() && !node.older_answers_wait(id, c->node, opened_at))
         piggyback = stream(c->priority, c->node, c->port, false);
       if (piggyback && piggyback->owed_acks != 0) {
         h.tag = piggyback->owed_acks;
