@@ -133,6 +133,13 @@ void OfiInstance::on_recv_done(Op* op) noexcept {
         close_mr();
         return;
       }
+      if (recv_ended_by_peer()) {
+        // It was the last packet the peer's bye counted (the bye came
+        // first): nothing more will come for this receive.
+        op->status = Status::closed;
+        close_mr();
+        return;
+      }
       // A notice for a receive that is gone (canceled): not this packet.
       op->done = false;
       op->status = Status::in_progress;
