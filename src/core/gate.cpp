@@ -265,9 +265,20 @@ bool Core::Impl::drain_dying(Gate& gate, Rail& rail) noexcept {
     return true;
   }
   rail.draining = true;
-  const bool more = poll_small_recv(gate, rail, 1024);
+  bool more = poll_small_recv(gate, rail, 1024);
   rail.draining = false;
-  return !more || gate.state == GateState::failed;
+  if (gate.state == GateState::failed) return true;
+  // Eager messages read in full that wait for a receive state would go
+  // with the gate once its last rail is reaped: wait, within the same
+  // limit, for visit() to hand them over as the client frees states.
+  bool last = true;
+  for (const Rail& r : gate.rails)
+    if (&r != &rail && r.state == RailState::connected && !r.dying) last = false;
+  if (!more && last)
+    for (const Priority& p : gate.prio)
+      for (const Stashed& st : p.held)
+        if (st.frame.type == wire::PacketType::eager) more = true;
+  return !more;
 }
 
 void Core::Impl::poll_incoming() noexcept {

@@ -574,6 +574,52 @@ TEST(Failure, WhatAClosedPeerSentIsDeliveredThoughOurSendToItFailedFirst) {
   EXPECT_EQ(rx.parsed.size(), 1u + last);
 }
 
+/// The same when the messages the closed peer sent outnumber the free
+/// receive states (the client holds them all): the rest waited for a state,
+/// and the reap of the last rail failed the gate and threw them away, though
+/// they were read in full. Now the reap waits for them (within the drain's
+/// limit) while the client frees states (a review).
+TEST(Failure, WhatAClosedPeerSentOutlivesItsLastRailWhileItWaitsForAState) {
+  config::ScopedSet states("CORE_RECV_MSGS", "4");
+  Cluster c(2, "tcp");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[1];
+  auto small = pattern(10, 4);
+  ASSERT_EQ(c.send(0, 1, small, cookie(1)), Status::ok);
+  ASSERT_EQ(c.send(1, 0, small, cookie(2)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] {
+    return rx.parsed.size() == 1 && c.clients[0]->parsed.size() == 1 &&
+           c.cores[0]->pending() == 0 && c.cores[1]->pending() == 0;
+  }));
+  rx.defer = true;  // every later message keeps its receive state
+  constexpr int last = 8;
+  for (int i = 0; i < last; ++i) ASSERT_EQ(c.send(0, 1, small, cookie(10 + i)), Status::ok);
+  const auto sent = [&] { return c.cores[0]->pending() == 0; };
+  auto deadline = base::Deadline::after_ms(10000);
+  while (!sent() && !deadline.expired()) (void)c.cores[0]->progress();
+  ASSERT_TRUE(sent());
+  c.cores[0].reset();
+  const std::uint64_t failed_before = c.cores[1]->stats().rails_failed;
+  for (int i = 0; i < 200 && c.cores[1]->stats().rails_failed == failed_before; ++i) {
+    const Status st = c.send(1, 0, small, cookie(100 + i));
+    ASSERT_TRUE(st == Status::ok || st == Status::no_resource) << to_string(st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(c.cores[1]->stats().rails_failed, failed_before) << "no send failed";
+  // The client takes the deferred messages a few passes later.
+  std::size_t answered = 1;
+  deadline = base::Deadline::after_ms(10000);
+  for (int pass = 0; c.cores[1]->gate_status(0) == Status::ok && !deadline.expired(); ++pass) {
+    (void)c.cores[1]->progress();
+    if (pass < 20) continue;
+    for (; answered < rx.parsed.size(); ++answered)
+      EXPECT_EQ(rx.answer(answered, rx.parsed[answered].length), Status::ok);
+  }
+  EXPECT_NE(c.cores[1]->gate_status(0), Status::ok);
+  EXPECT_GT(c.cores[1]->stats().held_for_state, 0u) << "no message waited: the test proves nothing";
+  EXPECT_EQ(rx.parsed.size(), 1u + last);
+}
+
 /// A lost rts (or rtr) with no later traffic: the side holding protocol
 /// state probes the quiet gate, the peer sees the hole, and the send ends
 /// with an error instead of waiting forever.
