@@ -155,6 +155,23 @@ TEST(PmiService, NodeAttributeWaitIsAnsweredByThePut) {
   EXPECT_NE(out[1].bytes.find("found=TRUE;value=seg;"), std::string::npos) << out[1].bytes;
 }
 
+/// Each wait is kept until the attribute is put: a rank sending waits
+/// without end grew the launcher without bound (a review). Past the cap a
+/// wait is refused at once, and the waits kept are still answered.
+TEST(PmiService, NodeAttributeWaitsOfOneRankAreBounded) {
+  Fixture f(2);
+  const std::size_t cap = PmiService::max_node_waits_per_rank;
+  for (std::size_t i = 0; i < cap; ++i)
+    EXPECT_TRUE(f.send(1, "cmd=info-getnodeattr;key=k;wait=TRUE;", Framing::v2).empty()) << i;
+  for (int i = 0; i < 1000; ++i) {
+    auto out = f.send(1, "cmd=info-getnodeattr;key=k;wait=TRUE;", Framing::v2);
+    ASSERT_EQ(out.size(), 1u) << i;
+    EXPECT_NE(out[0].bytes.find("rc=-1"), std::string::npos) << out[0].bytes;
+  }
+  auto out = f.send(0, "cmd=info-putnodeattr;key=k;value=v;", Framing::v2);
+  EXPECT_EQ(out.size(), 1u + cap);  // the put's answer and every wait kept
+}
+
 TEST(PmiService, MalformedAndUnknownCommandsAreRefusedNotFatal) {
   Fixture f(2);
   auto out = f.send(0, "cmd=spawn nprocs=2");

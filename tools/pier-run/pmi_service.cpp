@@ -241,7 +241,18 @@ void PmiService::on_v2(std::uint32_t rank, const Command& c, std::vector<PmiOutg
                 .add("rc", "0"),
             out);
     } else if (get_or(c, "wait") == "TRUE") {
-      node_waits_.push_back({rank, key, get_or(c, "thrid")});
+      const auto pending = std::count_if(node_waits_.begin(), node_waits_.end(),
+                                         [rank](const NodeWait& w) { return w.rank == rank; });
+      if (static_cast<std::size_t>(pending) < max_node_waits_per_rank) {
+        node_waits_.push_back({rank, key, get_or(c, "thrid")});
+      } else {
+        reply(rank, v2,
+              v2_answer(c, "info-getnodeattr-response")
+                  .add("found", "FALSE")
+                  .add("rc", "-1")
+                  .add("errmsg", "too many node attribute waits pending"),
+              out);
+      }
     } else {
       reply(rank, v2,
             v2_answer(c, "info-getnodeattr-response").add("found", "FALSE").add("rc", "0"), out);
