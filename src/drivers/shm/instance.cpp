@@ -454,6 +454,12 @@ bool ShmInstance::has_news() noexcept {
   const Phase phase = phase_.load();
   if (phase != Phase::connected && phase != Phase::failed) return false;
   if (buf_out_ || posted_ != nullptr) return false;
+  if (!rx_.attached()) {
+    // Failed before its rings were set up: its ring has no memory to read.
+    if (phase != Phase::failed || death_reported_) return false;
+    death_reported_ = true;
+    return true;
+  }
   Record r;
   int got = rx_.peek(r);
   // A skip record is followed by a real one at the ring's start; look past

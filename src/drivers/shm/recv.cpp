@@ -96,6 +96,10 @@ Status ShmInstance::complete_recv(Status st) noexcept {
 }
 
 Status ShmInstance::progress_recv() noexcept {
+  // No packet moves after disconnect() (its settle step already let a copy
+  // into the receive end): what is posted ends closed.
+  if (phase_ == Phase::closed)
+    return posted_ != nullptr ? complete_recv(fail_) : Status::in_progress;
   // At most a ring's worth per call: a peer streaming fragments must not
   // keep this call from returning.
   std::uint64_t taken = 0;
@@ -213,6 +217,9 @@ Status ShmInstance::recv_poll(driver::Packet& pkt) {
     const Status st = usable();
     if (st != Status::ok) return st;
   }
+  // Failed before its rings were set up (a bad hello, a peer found dead):
+  // nothing to read, ever.
+  if (!rx_.attached()) return phase_ == Phase::failed ? fail_ : Status::in_progress;
   for (std::uint64_t taken = 0;;) {
     if (taken >= rx_.lines()) return Status::in_progress;  // a ring's worth per call
     Record r;
@@ -329,6 +336,10 @@ Status ShmInstance::recv_cancel(driver::Packet& pkt) {
       for (;;) {
         st = progress_recv();
         if (st != Status::in_progress) return st;
+        // Our own sends go on meanwhile (as in settle_posted): a peer
+        // canceling its receive at the same time waits for the done record
+        // of a split copy of ours, and we for its: neither would end.
+        pump();
         sleep(false, driver::Clock::now() + std::chrono::milliseconds(100));
       }
     }

@@ -326,6 +326,27 @@ TEST(ShmHostile, BadHelloIsRejected) {
       Status::broken);
 }
 
+/// An instance that failed before its rings were set up (a bad hello here;
+/// a peer found dead, a refused call-back) was read by receive-any as if
+/// connected: its ring had no memory yet, and probe_any read address 0 (a
+/// review). Its failure is reported once, and a buffer receive on it
+/// answers broken instead of in_progress for ever.
+TEST(ShmHostile, ReceiveAnyAfterABadHelloReportsTheFailureOnce) {
+  Side real = make_side();
+  FakePeer fake(real);
+  auto inst = open(real, Track::small);
+  ASSERT_EQ(connect_to_fake(*inst, Track::small, fake, real, [](Hello& h) { h.ring_lines = 1000; }),
+            Status::broken);
+  driver::Instance* ready = nullptr;
+  EXPECT_EQ(real.ctx->probe_any(&ready), Status::ok);
+  EXPECT_EQ(ready, inst.get());
+  EXPECT_EQ(real.ctx->probe_any(&ready), Status::in_progress);
+  if (real.caps.recv_buf) {
+    Packet p;
+    EXPECT_EQ(inst->recv_poll(p), Status::broken);
+  }
+}
+
 /// The peer picks the ring size and the acceptor maps (and populates) the
 /// whole segment: one far larger than its own is refused (before, a hello
 /// could make it commit up to 2 GiB), one within the bound is taken.

@@ -54,6 +54,32 @@ TEST(ShmPair, SmallPacketsArriveInOrderThroughPostedReceives) {
   }
 }
 
+/// No packet moves after disconnect(): a receive posted before it ends
+/// `closed`, even when the peer (which has not seen the close yet) sends,
+/// or had sent, into the ring (before, it took the packet, a review).
+TEST(ShmPair, APostedReceiveTakesNothingAfterDisconnect) {
+  Pair p;
+  ASSERT_EQ(p.connected, Status::ok);
+  const auto early = pattern(8, 1);
+  Packet s;
+  ::iovec siov;
+  ASSERT_EQ(send_bytes(*p.ia, early, s, siov), Status::ok);  // in b's ring already
+  std::vector<std::byte> got(64);
+  Packet r;
+  ::iovec riov;
+  const Status posted = post_recv(*p.ib, r, riov, got);
+  ASSERT_TRUE(posted == Status::in_progress || posted == Status::ok) << to_string(posted);
+  if (posted == Status::ok) {  // the packet was taken at the post, before the close
+    ASSERT_EQ(post_recv(*p.ib, r, riov, got), Status::in_progress);
+  }
+  ASSERT_EQ(p.ib->disconnect(), Status::ok);
+  const auto late = pattern(8, 2);
+  Packet s2;
+  ::iovec siov2;
+  (void)send_bytes(*p.ia, late, s2, siov2);  // a has not read the close yet
+  EXPECT_EQ(p.ib->recv_poll(r), Status::closed);
+}
+
 TEST(ShmPair, BufferSendAndBufferReceiveUseTheCellsDirectly) {
   Pair p;
   ASSERT_EQ(p.connected, Status::ok);
