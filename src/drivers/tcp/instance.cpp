@@ -343,6 +343,10 @@ Status TcpInstance::wait_io(short events, driver::Deadline deadline) noexcept {
   if (fd_ < 0) return Status::ok;
   ::pollfd p{fd_, events, 0};
   if (state_ == State::connecting) p.events = POLLOUT;
+  // A receive waiting while our frames are still queued wakes when the
+  // socket takes more of them too (else they moved one socket buffer per
+  // 100 ms wake-up).
+  if (state_ == State::connected && send_count_ != 0) p.events |= POLLOUT;
   (void)::poll(&p, 1, wait_ms(deadline));
   return Status::ok;
 }
