@@ -234,6 +234,7 @@ Result<Error> decode_error(std::span<const std::byte> body) {
 Result<std::vector<Entry>> decode_commit(std::span<const std::byte> body) {
   Reader r(body);
   const std::uint32_t n = r.count(2 + 4);
+  if (n > max_commit_entries) return Status::malformed;
   std::vector<Entry> out;
   out.reserve(n);
   for (std::uint32_t i = 0; i < n && !r.failed(); ++i) {

@@ -102,6 +102,15 @@ TEST(BootProto, HostileInputIsRejectedNotTrusted) {
   EXPECT_EQ(proto::decode_commit(bytes({1, 0, 0, 0, 0, 0, 0, 0, 0, 0})).status(),
             Status::malformed);
   EXPECT_EQ(proto::decode_error(bytes({9, 0, 0})).status(), Status::malformed);
+  // More entries than one commit may carry, each of them well formed.
+  std::vector<proto::Entry> many(proto::max_commit_entries + 1,
+                                 proto::Entry{0, "k", {std::byte{1}}});
+  const auto too_many = proto::encode_commit(many);
+  EXPECT_EQ(proto::decode_commit(std::span(too_many).subspan(proto::header_size)).status(),
+            Status::malformed);
+  many.pop_back();
+  const auto enough = proto::encode_commit(many);
+  EXPECT_TRUE(proto::decode_commit(std::span(enough).subspan(proto::header_size)).has_value());
   // Header: non-zero reserved bytes, unknown type, oversized body.
   EXPECT_EQ(proto::decode_header(bytes({0, 0, 0, 0, proto::version, 5, 1, 0})).status(),
             Status::malformed);

@@ -163,6 +163,7 @@ void Exchange::commit(Session& s, std::uint32_t rank, std::vector<proto::Entry>&
       s.body += e.value.size();
       kept.value = std::move(e.value);
     }
+    if (s.body > proto::max_body) break;  // failed below: store no more of it
   }
   // Refused now, not at the fence: pier-run would otherwise hold every
   // byte until then, and encode them all once more before finding out.
