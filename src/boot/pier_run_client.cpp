@@ -52,7 +52,16 @@ class PierRunClient final : public Bootstrap {
     entries.reserve(staged_.size());
     for (auto& [key, value] : staged_) entries.push_back({rank_, key, std::move(value)});
     staged_.clear();
-    return send(proto::encode_commit(entries), Clock::now() + std::chrono::seconds(10));
+    // A commit carries at most max_commit_entries: more go as several.
+    const std::span<const proto::Entry> all(entries);
+    for (std::size_t at = 0; at < all.size(); at += proto::max_commit_entries) {
+      const std::size_t n = std::min<std::size_t>(proto::max_commit_entries, all.size() - at);
+      if (Status s = send(proto::encode_commit(all.subspan(at, n)),
+                          Clock::now() + std::chrono::seconds(10));
+          s != Status::ok)
+        return s;
+    }
+    return Status::ok;
   }
 
   Status fence(Deadline deadline) override {

@@ -29,7 +29,7 @@ inline constexpr std::uint32_t max_body = 64u << 20;
 inline constexpr std::size_t max_key = 255;
 /// Entries one commit may carry: a frame of tiny entries within max_body
 /// would cost the launcher some 30 times its size once decoded and stored.
-inline constexpr std::uint32_t max_commit_entries = 1u << 16;
+inline constexpr std::uint32_t max_commit_entries = 1u << 14;
 inline constexpr std::size_t max_value = 1u << 20;
 inline constexpr std::size_t max_text = 4096;
 inline constexpr std::size_t max_session = 64;

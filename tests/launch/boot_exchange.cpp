@@ -3,7 +3,9 @@
 //   boot_exchange [METHOD]   two epochs; each rank puts a short value and a
 //                            large one (several PMI-1 chunks) with a key PMI-1
 //                            cannot carry as is; every rank reads every
-//                            rank's values; a missing key is not_found.
+//                            rank's values; a missing key is not_found. Over
+//                            pier-run's exchange the second epoch also puts
+//                            20000 keys (more than one commit carries).
 // METHOD, when given, is the back end that must have been chosen.
 //   boot_exchange pmix-fake-version   under PMIx: rank 0 then publishes
 //                            "pier 9.9.9" as its pier version (raw PMIx), so
@@ -75,6 +77,15 @@ int main(int argc, char** argv) {
     const std::string small_key = fmt::format("small.{}", epoch);
     const std::string big_key =
         fmt::format("big value/{} with spaces={}", epoch, std::string(90, 'k'));
+    // Over pier-run's own exchange, the second epoch puts more keys than
+    // one commit carries (proto::max_commit_entries): the client sends
+    // them as several.
+    const int many = epoch == 2 && boot.method() == "pier-run" ? 20000 : 0;
+    for (int i = 0; i < many; ++i)
+      if (boot.put(fmt::format("many.{}", i), fmt::format("{}.{}", me, i)) != pier::Status::ok) {
+        fmt::print("exchange rank {}: put {} failed: {}\n", me, i, boot.last_error());
+        return 2;
+      }
     if (boot.put(small_key, fmt::format("rank {} epoch {}", me, epoch)) != pier::Status::ok ||
         boot.put(big_key, big_value(me, epoch)) != pier::Status::ok ||
         boot.commit() != pier::Status::ok) {
@@ -90,6 +101,15 @@ int main(int argc, char** argv) {
     for (std::uint32_t r = 0; r < boot.size(); ++r) {
       auto small = boot.get(r, small_key);
       auto big = boot.get(r, big_key);
+      for (int i : {0, many / 2, many - 1}) {
+        if (many == 0) break;
+        auto v = boot.get(r, fmt::format("many.{}", i));
+        if (!v || text_of(*v) != fmt::format("{}.{}", r, i)) {
+          fmt::print("exchange rank {}: key many.{} of rank {}: {}\n", me, i, r,
+                     pier::to_string(v.status()));
+          return 1;
+        }
+      }
       if (!small || text_of(*small) != fmt::format("rank {} epoch {}", r, epoch) || !big ||
           text_of(*big) != big_value(r, epoch)) {
         fmt::print("exchange rank {}: wrong value from rank {} in epoch {} ({}, {})\n", me, r,
