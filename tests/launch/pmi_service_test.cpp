@@ -172,6 +172,22 @@ TEST(PmiService, NodeAttributeWaitsOfOneRankAreBounded) {
   EXPECT_EQ(out.size(), 1u + cap);  // the put's answer and every wait kept
 }
 
+/// Tiny entries count their memory, not their bytes alone: 64 MiB of
+/// 1-byte keys and empty values cost pier-run some 100 times that before.
+TEST(PmiService, TinyEntriesCountWhatTheyCost) {
+  Fixture f(1);
+  const std::size_t fit = PmiService::max_kvs_bytes / (PmiService::kvs_entry_cost + 8);
+  std::size_t stored = 0;
+  for (std::size_t i = 0; i < 2 * fit; ++i) {
+    auto out = f.send(0, "cmd=put kvsname=job key=k" + std::to_string(i) + " value=v");
+    ASSERT_EQ(out.size(), 1u);
+    if (out[0].bytes.find("rc=0") == std::string::npos) break;
+    ++stored;
+  }
+  EXPECT_LE(stored, PmiService::max_kvs_bytes / PmiService::kvs_entry_cost);
+  EXPECT_GT(stored, fit / 2);
+}
+
 TEST(PmiService, MalformedAndUnknownCommandsAreRefusedNotFatal) {
   Fixture f(2);
   auto out = f.send(0, "cmd=spawn nprocs=2");

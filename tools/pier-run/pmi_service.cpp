@@ -81,9 +81,10 @@ void PmiService::on_message(std::uint32_t rank, const boot::pmi::Message& messag
 bool PmiService::store(std::map<std::string, std::string>& space, const std::string& key,
                        const std::string& value) {
   auto it = space.find(key);
-  const std::size_t old = it == space.end() ? 0 : key.size() + it->second.size();
-  if (kvs_bytes_ - old + key.size() + value.size() > max_kvs_bytes) return false;
-  kvs_bytes_ = kvs_bytes_ - old + key.size() + value.size();
+  const std::size_t old = it == space.end() ? 0 : kvs_entry_cost + key.size() + it->second.size();
+  const std::size_t now = kvs_entry_cost + key.size() + value.size();
+  if (kvs_bytes_ - old + now > max_kvs_bytes) return false;
+  kvs_bytes_ = kvs_bytes_ - old + now;
   space[key] = value;
   return true;
 }

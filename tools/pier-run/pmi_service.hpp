@@ -60,6 +60,10 @@ class PmiService {
   const std::string& jobid() const noexcept { return jobid_; }
   /// Total bytes of keys and values one job may store.
   static constexpr std::size_t max_kvs_bytes = 64u << 20;
+  /// What an entry costs in memory besides its key and value bytes (a map
+  /// node and two strings), counted against max_kvs_bytes: tiny entries
+  /// would otherwise cost far more memory than the bytes counted.
+  static constexpr std::size_t kvs_entry_cost = 96;
   /// Node attribute waits one rank may have pending: PMI-2 has one call
   /// outstanding per client thread, and each wait is kept here until the
   /// attribute is put, so a rank sending more is refused, not stored.
