@@ -776,10 +776,13 @@ void Job::loop() {
     add(signal_fd_, POLLIN, {Kind::signal, signal_fd_, 0, 0});
     if (now >= accept_paused_until_) add(listen_fd_, POLLIN, {Kind::listen, listen_fd_, 0, 0});
     if (!ending_) add(pmi_.abort_fd(), POLLIN, {Kind::abort, pmi_.abort_fd(), 0, 0});
+    // A refused connection (its error queued, closed once it leaves) is
+    // read no more: what it still sends would only pile up in its reader.
     for (auto& [fd, c] : conns_)
       add(fd,
-          static_cast<short>((c.pending.size() < max_pending_answers ? POLLIN : 0) |
-                             (c.pending.empty() ? 0 : POLLOUT)),
+          static_cast<short>(
+              (c.pending.size() < max_pending_answers && !c.close_after ? POLLIN : 0) |
+              (c.pending.empty() ? 0 : POLLOUT)),
           {Kind::conn, fd, 0, 0});
     // A full queue stops the reading: the ranks wait on their pipes, and
     // this loop goes on serving timeouts and signals.
