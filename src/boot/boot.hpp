@@ -37,6 +37,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -103,13 +104,22 @@ class Bootstrap {
   using Staged = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   using Store = std::map<std::pair<std::uint32_t, std::string>, std::vector<std::byte>>;
 
+  /// What put() staged, in put order; the stage is empty after.
+  Staged take_staged() noexcept;
+  bool nothing_staged() const noexcept { return staged_.empty(); }
+
   std::uint32_t rank_;
   std::uint32_t size_;
   std::string session_;
-  Staged staged_;  ///< put() but not yet commit()
   Store visible_;  ///< what get() sees
   bool broken_ = false;
   std::string last_error_;
+
+ private:
+  Staged staged_;  ///< put() but not yet commit()
+  /// Where each staged key is in staged_: a put of a key already staged
+  /// replaces its value, and a scan per put made 20000 puts quadratic.
+  std::unordered_map<std::string, std::size_t> staged_at_;
 };
 
 }  // namespace pier::boot

@@ -86,14 +86,18 @@ Status Bootstrap::put(std::string_view key, std::span<const std::byte> value) {
   if (broken_) return Status::broken;
   if (key.empty() || key.size() > proto::max_key || value.size() > proto::max_value)
     return Status::invalid_argument;
-  for (auto& [k, v] : staged_) {
-    if (k == key) {
-      v.assign(value.begin(), value.end());
-      return Status::ok;
-    }
+  auto [at, fresh] = staged_at_.try_emplace(std::string(key), staged_.size());
+  if (!fresh) {
+    staged_[at->second].second.assign(value.begin(), value.end());
+    return Status::ok;
   }
-  staged_.emplace_back(std::string(key), std::vector<std::byte>(value.begin(), value.end()));
+  staged_.emplace_back(at->first, std::vector<std::byte>(value.begin(), value.end()));
   return Status::ok;
+}
+
+Bootstrap::Staged Bootstrap::take_staged() noexcept {
+  staged_at_.clear();
+  return std::exchange(staged_, {});
 }
 
 Result<std::vector<std::byte>> Bootstrap::get(std::uint32_t rank, std::string_view key) const {

@@ -47,11 +47,11 @@ class PierRunClient final : public Bootstrap {
 
   Status commit() override {
     if (broken_) return Status::broken;
-    if (staged_.empty()) return Status::ok;
+    if (nothing_staged()) return Status::ok;
+    Staged staged = take_staged();
     std::vector<proto::Entry> entries;
-    entries.reserve(staged_.size());
-    for (auto& [key, value] : staged_) entries.push_back({rank_, key, std::move(value)});
-    staged_.clear();
+    entries.reserve(staged.size());
+    for (auto& [key, value] : staged) entries.push_back({rank_, key, std::move(value)});
     // A commit carries at most max_commit_entries: more go as several.
     const std::span<const proto::Entry> all(entries);
     for (std::size_t at = 0; at < all.size(); at += proto::max_commit_entries) {

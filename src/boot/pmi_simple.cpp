@@ -128,7 +128,7 @@ class PmiClient final : public Bootstrap {
   Status commit() override {
     if (broken_) return Status::broken;
     const Deadline deadline = Clock::now() + call_limit;
-    for (auto& [key, value] : staged_) {
+    for (auto& [key, value] : take_staged()) {
       const std::string base = base_key(rank_, scoped(key));
       const std::string hex = to_hex(value);
       // Room for "<chunks>/<checksum>/" in the first value.
@@ -140,13 +140,9 @@ class PmiClient final : public Bootstrap {
         const std::string k = i == 0 ? base : fmt::format("{}.{}", base, i);
         auto answer =
             call("put", {{"kvsname", kvsname_}, {"key", k}, {"value", v}}, "put_result", deadline);
-        if (!answer) {
-          staged_.clear();
-          return answer.status();
-        }
+        if (!answer) return answer.status();
       }
     }
-    staged_.clear();
     return Status::ok;
   }
 

@@ -44,7 +44,7 @@ class PmixClient final : public Bootstrap {
 
   Status commit() override {
     if (broken_) return Status::broken;
-    for (auto& [key, value] : staged_) {
+    for (auto& [key, value] : take_staged()) {
       pmix_value_t v;
       PMIX_VALUE_CONSTRUCT(&v);
       v.type = PMIX_BYTE_OBJECT;
@@ -54,11 +54,9 @@ class PmixClient final : public Bootstrap {
       const std::string k = pmix_key(scoped(key));
       const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, k.c_str(), &v);
       if (rc != PMIX_SUCCESS) {
-        staged_.clear();
         return fail(Status::broken, fmt::format("PMIx_Put of '{}': {}", key, pmix_text(rc)));
       }
     }
-    staged_.clear();
     const pmix_status_t rc = PMIx_Commit();
     if (rc != PMIX_SUCCESS) return fail(Status::broken, "PMIx_Commit: " + pmix_text(rc));
     return Status::ok;

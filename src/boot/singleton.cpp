@@ -11,8 +11,7 @@ class Singleton final : public Bootstrap {
   std::string_view method() const noexcept override { return "singleton"; }
 
   Status commit() override {
-    for (auto& [key, value] : staged_) committed_[key] = std::move(value);
-    staged_.clear();
+    for (auto& [key, value] : take_staged()) committed_[key] = std::move(value);
     return Status::ok;
   }
 

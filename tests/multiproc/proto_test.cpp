@@ -181,5 +181,29 @@ TEST(BootClient, SingletonHonoursCommitAndFence) {
   EXPECT_EQ(b.put(std::string(300, 'k'), "x"), Status::invalid_argument);
 }
 
+TEST(BootClient, APutOfAStagedKeyReplacesItsValueAndTheStageEmptiesAtCommit) {
+  config::ScopedSet method("BOOT_METHOD", "singleton");
+  auto boot = Bootstrap::open();
+  ASSERT_TRUE(boot);
+  Bootstrap& b = **boot;
+  const auto text = [&](std::string_view key) {
+    auto v = b.get(0, key);
+    return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
+  };
+  EXPECT_EQ(b.put("a", "1"), Status::ok);
+  EXPECT_EQ(b.put("b", "2"), Status::ok);
+  EXPECT_EQ(b.put("a", "three"), Status::ok);
+  EXPECT_EQ(b.commit(), Status::ok);
+  EXPECT_EQ(b.fence(Clock::now() + std::chrono::seconds(1)), Status::ok);
+  EXPECT_EQ(text("a"), "three");
+  EXPECT_EQ(text("b"), "2");
+  // After the commit a put of the same key stages it anew.
+  EXPECT_EQ(b.put("a", "4"), Status::ok);
+  EXPECT_EQ(b.commit(), Status::ok);
+  EXPECT_EQ(b.fence(Clock::now() + std::chrono::seconds(1)), Status::ok);
+  EXPECT_EQ(text("a"), "4");
+  EXPECT_EQ(text("b"), "2");
+}
+
 }  // namespace
 }  // namespace pier::boot
