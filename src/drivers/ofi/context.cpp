@@ -140,10 +140,15 @@ ClosedIds& closed_ids() {
   return c;
 }
 
+/// How many contexts this copy closed: a context looks at its in-process
+/// peers again only when it moved (one load per control message).
+std::atomic<std::uint64_t> closes{0};
+
 void remember_closed(std::uint64_t id) noexcept {
   ClosedIds& c = closed_ids();
   std::lock_guard lock(c.mu);
   c.ids[c.next++ % c.ids.size()] = id;
+  closes.fetch_add(1, std::memory_order_release);
 }
 
 bool closed_here(std::uint64_t id) noexcept {
@@ -629,7 +634,21 @@ void OfiContext::retry_later(Op* op) noexcept {
   retry_.push_back(op);  // never grows: reserved for every op
 }
 
+void OfiContext::notice_closed_peers() noexcept {
+  const std::uint64_t n = closes.load(std::memory_order_acquire);
+  if (n == closes_seen_) return;
+  closes_seen_ = n;
+  for (std::size_t i = 0; i < peers_.size(); ++i)
+    if (peers_[i].in_process && !peers_[i].dead && closed_here(peers_[i].context_id)) mark_dead(i);
+}
+
 Status OfiContext::send_control(std::size_t peer, const Control& c) noexcept {
+  // A peer context of this process may have closed since we last looked
+  // (progress checks every 20 ms): a send to its endpoint crashed libfabric
+  // 1.17's shm (a core's bye at teardown, right after another core in the
+  // process closed).
+  notice_closed_peers();
+  if (peers_[peer].dead) return Status::broken;
   Control out = c;
   // A hello names us by our url, which stays in place until close: it goes
   // as a second iovec, so an op holds only the fixed bytes.

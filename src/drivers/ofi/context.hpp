@@ -218,6 +218,8 @@ class OfiContext final : public driver::Context {
   void check_peers() noexcept;
   /// Marks dead the peers that are contexts of this process no longer open.
   void check_in_process_peers() noexcept;
+  /// The same from the record of closed contexts, when it changed.
+  void notice_closed_peers() noexcept;
   /// Whether an in-process peer's context is still in the list; nothing
   /// when the list is busy (try_lock).
   std::optional<bool> in_process_peer_open(std::size_t peer) noexcept;
@@ -249,6 +251,7 @@ class OfiContext final : public driver::Context {
 
   std::uint64_t id_ = 0;
   std::uint32_t provider_hash_ = 0;
+  std::uint64_t closes_seen_ = 0;  ///< see notice_closed_peers()
   std::uint32_t next_instance_ = 1;
   std::uint32_t cookie_ = 0;
   std::size_t send_queue_ = 256;
