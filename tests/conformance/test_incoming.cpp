@@ -168,6 +168,11 @@ NeverTaken connect_to_a_peer_that_never_takes(Node& from, Node& to, Track track)
   if (!is_success(st)) return {st};
   std::vector<std::byte> url;
   Clock::time_point reported_at{};
+  // Without buffer receives the close shows on a posted one.
+  std::array<std::byte, 64> buf{};
+  ::iovec iov{buf.data(), buf.size()};
+  pier::driver::Packet posted;
+  bool is_posted = false;
   (void)drive(
       [&] {
         if (to.ctx->incoming(url) == Status::ok && url == from.url && !out.reported) {
@@ -175,11 +180,20 @@ NeverTaken connect_to_a_peer_that_never_takes(Node& from, Node& to, Track track)
           reported_at = Clock::now();
         }
         st = (*a)->connect_wait(Clock::now());
-        if (st == Status::ok || st == Status::unsupported) {
+        if ((st == Status::ok || st == Status::unsupported) && from.props.caps.recv_buf) {
           // Connected as far as this side knows: the close shows on a poll.
           pier::driver::Packet p;
           st = (*a)->recv_poll(p);
           if (st == Status::ok) (void)(*a)->recv_buf_release(p);
+        } else if (st == Status::ok || st == Status::unsupported) {
+          if (!is_posted) {
+            posted.set_iovec(&iov, 1);
+            st = (*a)->recv_post(posted);
+            is_posted = is_success(st);
+          }
+          if (is_posted) st = (*a)->recv_poll(posted);
+          // Nothing is sent to us: a receive that completed is not the close.
+          if (st == Status::ok) st = Status::in_progress;
         }
         if (st == Status::ok || st == Status::in_progress || st == Status::timeout) return false;
         out.ended = st;
@@ -187,6 +201,8 @@ NeverTaken connect_to_a_peer_that_never_takes(Node& from, Node& to, Track track)
         return true;
       },
       deadline_after(1500ms));
+  // Ended before the packet and its memory go (declared after the instance).
+  if (is_posted) (void)(*a)->recv_cancel(posted);
   return out;
 }
 
@@ -194,11 +210,11 @@ CONFORMANCE_TEST(IncomingNobodyTakesIsClosed) {
   // A short park limit: the connection is closed 100 ms after it is reported.
   pier::config::ScopedSet tcp_park("TCP_PARK_MS", "100");
   pier::config::ScopedSet shm_park("SHM_PARK_MS", "100");
+  pier::config::ScopedSet ofi_park("OFI_PARK_MS", "100");
   Node x, y;
   ASSERT_EQ(make_node(spec(), x, on_demand()), Status::ok);
   ASSERT_EQ(make_node(spec(), y, on_demand()), Status::ok);
   if (!x.props.caps.incoming) GTEST_SKIP() << spec() << " does not report incoming connections";
-  if (!x.props.caps.recv_buf) GTEST_SKIP() << spec() << " has no buffer receive";
   // The urls make one of the pair the connector: exactly one of the two
   // directions starts from it (a track each, so the two do not meet). The
   // other starts from the acceptor, whose call backs are not parked.

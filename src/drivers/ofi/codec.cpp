@@ -45,20 +45,31 @@ Result<std::vector<std::byte>> encode_url(const Url& url) {
   return out;
 }
 
-Result<Url> decode_url(std::span<const std::byte> in) {
-  if (in.size() < url_header_size + 1 || in.size() > url_header_size + max_name)
-    return Status::invalid_argument;
+Result<UrlView> peek_url(std::span<const std::byte> in) noexcept {
+  if (in.size() < url_header_size + 1 || in.size() > max_url_size) return Status::invalid_argument;
   if (std::memcmp(in.data(), url_magic.data(), 4) != 0) return Status::invalid_argument;
   if (wire::load_u8(in, 4) != url_version) return Status::invalid_argument;
   const std::size_t name_len = wire::load_u8(in, 5);
   if (name_len == 0 || in.size() != url_header_size + name_len || wire::load_u16(in, 6) != 0)
     return Status::invalid_argument;
-  Url url;
+  UrlView url;
   url.context_id = wire::load_u64(in, 8);
   url.pid = wire::load_u32(in, 16);
   url.provider_hash = wire::load_u32(in, 20);
   url.host_key = wire::load_u64(in, 24);
-  url.name.assign(in.begin() + url_header_size, in.end());
+  url.name = in.subspan(url_header_size);
+  return url;
+}
+
+Result<Url> decode_url(std::span<const std::byte> in) {
+  Result<UrlView> view = peek_url(in);
+  if (!view) return view.status();
+  Url url;
+  url.context_id = view->context_id;
+  url.pid = view->pid;
+  url.provider_hash = view->provider_hash;
+  url.host_key = view->host_key;
+  url.name.assign(view->name.begin(), view->name.end());
   return url;
 }
 
@@ -86,7 +97,8 @@ ControlBytes encode_control(const Control& c) noexcept {
   ControlBytes out{};
   std::span<std::byte> s(out);
   // Cannot fail: the buffer holds the prefix and the body length is small.
-  (void)wire::encode_driver_local(static_cast<std::uint16_t>(c.type), control_body_size, s);
+  (void)wire::encode_driver_local(static_cast<std::uint16_t>(c.type),
+                                  static_cast<std::uint32_t>(control_body_size + c.url.size()), s);
   std::span<std::byte> b = s.subspan(wire::driver_local_prefix);
   wire::store_u8(b, 0, 1);
   wire::store_u8(b, 1, static_cast<std::uint8_t>(c.track));
@@ -104,29 +116,36 @@ struct ControlParser::Impl {
   wire::HandlerTable table{static_cast<std::uint16_t>(ControlType::count)};
   std::optional<wire::StreamParser> parser;
   Result<Control> last = Status::malformed;
+  /// The url of the last hello: the parser's head is valid only in the call.
+  std::array<std::byte, max_url_size> url{};
 
-  Impl() {
-    for (std::uint16_t t = 0; t < static_cast<std::uint16_t>(ControlType::count); ++t)
-      (void)table.register_handler(t, wire::Handler{&on_control, this});
-    parser.emplace(core, &table, 0, this);
-  }
+  Impl() { build(); }
+
+  void build() { parser.emplace(core, &table, control_body_size + max_url_size, this); }
 
   static Status on_control(void* self, const wire::Incoming& in,
                            wire::Continuation& rest) noexcept {
     auto* impl = static_cast<Impl*>(self);
-    // The whole body is in the head: control_body_size is below the parser's
-    // minimum head capacity.
-    if (in.body_length != control_body_size || in.head.size() != control_body_size)
+    const auto type = static_cast<ControlType>(in.subtype);
+    // The whole body is in the head: the parser was built to hold the
+    // largest one. Only a hello carries more than the fixed body.
+    if (in.body_length < control_body_size || in.head.size() != in.body_length)
       return Status::malformed;
-    const std::span<const std::byte> b = in.head;
+    const std::span<const std::byte> b = in.head.first(control_body_size);
+    const std::span<const std::byte> url = in.head.subspan(control_body_size);
+    if (type != ControlType::hello && !url.empty()) return Status::malformed;
+    if (!url.empty() && !peek_url(url)) return Status::malformed;
     if (wire::load_u8(b, 0) != 1) return Status::version_mismatch;
     const std::uint8_t track = wire::load_u8(b, 1);
     if (track > 1 || wire::load_u8(b, 3) != 0 || wire::load_u32(b, 28) != 0)
       return Status::malformed;
     const std::uint8_t flags = wire::load_u8(b, 2);
-    if ((flags & ~flag_abandoned) != 0) return Status::malformed;
+    const std::uint8_t allowed = type == ControlType::hello ? flag_call_back
+                                 : type == ControlType::bye ? flag_abandoned | flag_refused
+                                                            : 0;
+    if ((flags & ~allowed) != 0) return Status::malformed;
     Control c;
-    c.type = static_cast<ControlType>(in.subtype);
+    c.type = type;
     c.track = static_cast<driver::Track>(track);
     c.flags = flags;
     c.sender_instance = wire::load_u32(b, 4);
@@ -134,17 +153,22 @@ struct ControlParser::Impl {
     c.target_context = wire::load_u64(b, 16);
     c.target_instance = wire::load_u32(b, 24);
     c.value = wire::load_u64(b, 32);
+    std::memcpy(impl->url.data(), url.data(), url.size());
+    c.url = std::span<const std::byte>(impl->url).first(url.size());
     impl->last = c;
     rest.consumed = in.head.size();
     return Status::ok;
   }
 };
 
-ControlParser::ControlParser() : impl_(std::make_unique<Impl>()) {}
+ControlParser::ControlParser() : impl_(std::make_unique<Impl>()) {
+  for (std::uint16_t t = 0; t < static_cast<std::uint16_t>(ControlType::count); ++t)
+    (void)impl_->table.register_handler(t, wire::Handler{&Impl::on_control, impl_.get()});
+}
 ControlParser::~ControlParser() = default;
 
 Result<Control> ControlParser::decode(std::span<const std::byte> in) noexcept {
-  if (in.size() != control_size) return Status::malformed;
+  if (in.size() < control_size || in.size() > control_max_size) return Status::malformed;
   if (!impl_->parser) return Status::no_memory;
   impl_->last = Status::malformed;
   const Status s = impl_->parser->feed_packet(in);
@@ -152,8 +176,9 @@ Result<Control> ControlParser::decode(std::span<const std::byte> in) noexcept {
     // A stopped parser stays stopped; hostile input must not silence the
     // next peer, so start afresh (allocation on this error path only).
     try {
-      impl_->parser.emplace(impl_->core, &impl_->table, 0, impl_.get());
+      impl_->build();
     } catch (...) {
+      impl_->parser.reset();
     }
     return s;
   }

@@ -28,6 +28,7 @@ namespace pier::drivers::ofi {
 inline constexpr std::size_t url_header_size = 32;
 inline constexpr std::size_t max_name = 200;
 inline constexpr std::uint8_t url_version = 1;
+inline constexpr std::size_t max_url_size = url_header_size + max_name;
 
 struct Url {
   std::uint64_t context_id = 0;
@@ -41,6 +42,18 @@ struct Url {
 Result<std::vector<std::byte>> encode_url(const Url& url);
 /// invalid_argument for anything that is not an ofi url.
 Result<Url> decode_url(std::span<const std::byte> in);
+
+/// A url's header fields, its name left in place: a hello's url is checked
+/// on receipt, from a peer we may not trust, without allocating.
+struct UrlView {
+  std::uint64_t context_id = 0;
+  std::uint32_t pid = 0;
+  std::uint32_t provider_hash = 0;
+  std::uint64_t host_key = 0;
+  std::span<const std::byte> name;
+};
+/// The same checks as decode_url(); the view points into `in`.
+Result<UrlView> peek_url(std::span<const std::byte> in) noexcept;
 
 /// The /dev/shm file of a libfabric shm endpoint named
 /// "fi_shm://<pid>:<n>:<n>" and owned by process `pid` ("<pid>:<n>:<n>"),
@@ -76,9 +89,17 @@ enum class ControlType : std::uint16_t { hello = 0, bye = 1, credit = 2, keepali
 ///   [16] u64 target context id
 ///   [24] u32 target instance id (0 in a hello: not known yet)  [28] u32 reserved
 ///   [32] u64 value (bye: packets sent; credit: packets consumed)
+/// A hello goes on with the sender's url (its Context::init()), so that a
+/// peer with no instance for it yet can report it (Context::incoming()).
 inline constexpr std::size_t control_body_size = 40;
 /// bye: the instance was destroyed without disconnect(), not closed in order.
 inline constexpr std::uint8_t flag_abandoned = 0x01;
+/// hello: sent by the urls' acceptor while no hello of its peer came: a
+/// peer with no instance for it reports it, each time (Hints::on_demand).
+inline constexpr std::uint8_t flag_call_back = 0x02;
+/// bye: answers a hello that no instance took (PIER_OFI_PARK_MS, or too
+/// many waiting): the connecting instance fails.
+inline constexpr std::uint8_t flag_refused = 0x04;
 
 struct Control {
   ControlType type = ControlType::hello;
@@ -89,12 +110,19 @@ struct Control {
   std::uint64_t target_context = 0;
   std::uint32_t target_instance = 0;
   std::uint64_t value = 0;
+  /// hello: the sender's url, or empty. Decoded, it points into the
+  /// parser, until its next decode().
+  std::span<const std::byte> url;
 };
 
 /// wire driver-local prefix plus the body.
 inline constexpr std::size_t control_size = 32 + control_body_size;
+/// The largest control message: a hello with the longest url.
+inline constexpr std::size_t control_max_size = control_size + max_url_size;
 using ControlBytes = std::array<std::byte, control_size>;
 
+/// The prefix and the body. A hello's length counts its url, which is not
+/// copied: the caller sends c.url right after these bytes.
 ControlBytes encode_control(const Control& c) noexcept;
 /// Decodes control messages through src/wire's packet registry: a
 /// HandlerTable with one handler per ControlType. Built at set-up (the parser
@@ -107,7 +135,7 @@ class ControlParser {
   ControlParser(const ControlParser&) = delete;
   ControlParser& operator=(const ControlParser&) = delete;
   /// malformed (or version_mismatch) for anything but one whole control
-  /// message of a known subtype.
+  /// message of a known subtype (a hello's url included: peek_url()).
   Result<Control> decode(std::span<const std::byte> in) noexcept;
 
  private:

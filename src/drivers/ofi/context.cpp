@@ -56,12 +56,19 @@ inline const config::IntKey inject_key{
     "small packets up to this size (and the provider's inject size) are sent with fi_tinject "
     "and complete at once (0: never)",
     config::Type::size};
+inline const config::IntKey park_key{
+    "OFI_PARK_MS", 60000, 1, 3600000,
+    "a hello that no instance of ours takes (a peer we do not know, a gate that failed) is "
+    "dropped after this long, counted on demand from its report by incoming(); its sender "
+    "fails broken"};
 inline const config::BoolKey rma_key{
     "OFI_RMA", true, "large-track rendezvous by RMA write where the provider offers it"};
 
 namespace {
 
-constexpr std::size_t max_parked = 1024;
+/// An acceptor's call back is repeated this often while unanswered: a
+/// busy peer's core may have passed over its report.
+constexpr auto call_back_period = std::chrono::milliseconds(100);
 constexpr auto check_period = std::chrono::milliseconds(20);
 constexpr std::uint32_t check_every_polls = 64;
 /// Byes kept for later at once (instances going away under back-pressure).
@@ -116,6 +123,38 @@ struct Neighbours {
 Neighbours& neighbours() {
   static Neighbours n;
   return n;
+}
+
+/// Ids of the contexts this copy of the driver closed, the latest 4096: a
+/// url of one names an endpoint that is gone, and nothing else tells (no
+/// pidfd fires for our own process; a send to it crashed libfabric 1.17's
+/// shm). Its own lock, taken with no other held inside it.
+struct ClosedIds {
+  std::mutex mu;
+  std::array<std::uint64_t, 4096> ids{};
+  std::size_t next = 0;
+};
+
+ClosedIds& closed_ids() {
+  static ClosedIds c;
+  return c;
+}
+
+/// How many contexts this copy closed: a context looks at its in-process
+/// peers again only when it moved (one load per control message).
+std::atomic<std::uint64_t> closes{0};
+
+void remember_closed(std::uint64_t id) noexcept {
+  ClosedIds& c = closed_ids();
+  std::lock_guard lock(c.mu);
+  c.ids[c.next++ % c.ids.size()] = id;
+  closes.fetch_add(1, std::memory_order_release);
+}
+
+bool closed_here(std::uint64_t id) noexcept {
+  ClosedIds& c = closed_ids();
+  std::lock_guard lock(c.mu);
+  return std::find(c.ids.begin(), c.ids.end(), id) != c.ids.end();
 }
 
 }  // namespace
@@ -173,7 +212,7 @@ bool OfiContext::mr_prov_key() const noexcept {
   return (choice_.info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
 }
 
-Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
+Result<driver::Properties> OfiContext::properties(const driver::Hints& hints) {
   if (state_ == State::closed) return Status::not_initialized;
   if (state_ != State::fresh) return Status::invalid_argument;
   if (!ensure_choice()) {
@@ -191,6 +230,11 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
   max_iov_ = static_cast<std::uint32_t>(std::max<std::size_t>(iov, 1));
   inject_size_ = std::min<std::size_t>({fi->tx_attr->inject_size, max_inject, max_packet_,
                                         static_cast<std::size_t>(inject_key.get())});
+  on_demand_ = hints.on_demand;
+  park_ms_ = park_key.get();
+  max_parked_ =
+      std::clamp<std::size_t>(std::size_t{4} * hints.session_size, min_parked, max_parked);
+  hello_url_ = fi->tx_attr->iov_limit >= 2;
   state_ = State::described;
 
   driver::Properties props;
@@ -205,6 +249,9 @@ Result<driver::Properties> OfiContext::properties(const driver::Hints&) {
   caps.rdv_data = rma_;
   caps.max_packet = max_packet_;
   caps.needs_rdv = true;
+  // A peer with no instance for us is reported by the url its hello
+  // carries; libfabric has no connection to report.
+  caps.incoming = hello_url_;
   // Nominal: pier-perf medians on this project's loaded 2-core test machine
   // for tcp and shm (docs/ofi.md); a native fabric is assumed far better.
   const std::string_view prov = fi->fabric_attr->prov_name;
@@ -232,7 +279,8 @@ Result<std::vector<std::byte>> OfiContext::init() {
     retry_.reserve(ops_.size());
     retrying_.reserve(ops_.size());
     owed_byes_.reserve(max_owed_byes);
-    parked_.reserve(max_parked);
+    parked_.reserve(max_parked_);
+    control_bufs_.resize(control_recvs_);
   } catch (...) {
     return Status::no_memory;
   }
@@ -264,13 +312,21 @@ Result<std::vector<std::byte>> OfiContext::init() {
   url.provider_hash = provider_hash(choice_.info);
   url.host_key = host_key();
   url.name.assign(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(len));
+  provider_hash_ = url.provider_hash;
   auto bytes = encode_url(url);
   if (!bytes) {
     close_fabric();
     return bytes.status();
   }
+  try {
+    url_ = *bytes;
+  } catch (...) {
+    close_fabric();
+    return Status::no_memory;
+  }
   for (std::size_t i = 0; i < control_recvs_; ++i) {
     Op* op = get_op(Op::Kind::control_recv, nullptr);
+    if (op != nullptr) op->buf = control_bufs_[i].data();
     if (op == nullptr || post_control_recv(op) != Status::ok) {
       close_fabric();
       return Status::system_error;
@@ -381,6 +437,7 @@ Status OfiContext::close() {
     // its orderly close is not taken for a death (list first, as above).
     std::lock_guard list(neighbours().mu);
     std::erase(neighbours().all, this);
+    remember_closed(id_);
   }
   std::lock_guard lock(mutex_);
   close_fabric();
@@ -422,44 +479,71 @@ Result<std::unique_ptr<driver::Instance>> OfiContext::open_instance(driver::Trac
       std::make_unique<OfiInstance>(*this, track, next_instance_++));
 }
 
+bool OfiContext::acceptor_for(std::span<const std::byte> remote) const noexcept {
+  return !std::lexicographical_compare(remote.begin(), remote.end(), url_.begin(), url_.end());
+}
+
+Result<std::size_t> OfiContext::peer_of(const UrlView& remote) noexcept {
+  for (std::size_t i = 0; i < peers_.size(); ++i)
+    if (peers_[i].context_id == remote.context_id) return i;
+  try {
+    Peer p;
+    p.context_id = remote.context_id;
+    const bool same_host = remote.host_key == host_key();
+    const bool this_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid());
+    p.in_process = this_process && registered_here(remote.context_id);
+    // A context of ours that closed: nothing would ever answer, and its
+    // address is not even inserted.
+    p.dead = this_process && closed_here(remote.context_id);
+    p.addr = FI_ADDR_NOTAVAIL;
+    if (!p.dead) {
+      fi_addr_t addr = FI_ADDR_NOTAVAIL;
+      const int n = fi_av_insert(av_, remote.name.data(), 1, &addr, 0, nullptr);
+      if (n != 1) {
+        PIER_LOG(warn, "ofi", "cannot insert a peer address: {}",
+                 n < 0 ? fi_strerror(-n) : "refused");
+        return Status::invalid_argument;
+      }
+      p.addr = addr;
+    }
+    if (same_host && !p.in_process && !p.dead)
+      p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
+    if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
+    peers_.push_back(std::move(p));
+  } catch (...) {
+    return Status::no_memory;
+  }
+  return peers_.size() - 1;
+}
+
 Status OfiContext::attach(OfiInstance* inst, const Url& remote, driver::Track track,
                           std::size_t* peer) {
   for (const OfiInstance* other : instances_)
     if (other->remote_context() == remote.context_id && other->track() == track)
       return Status::in_use;
-  if (remote.provider_hash != provider_hash(choice_.info)) {
+  if (remote.provider_hash != provider_hash_) {
     PIER_LOG(warn, "ofi", "peer url is for another provider than {}",
              choice_.info->fabric_attr->prov_name);
     return Status::invalid_argument;
   }
-  std::size_t index = peers_.size();
-  for (std::size_t i = 0; i < peers_.size(); ++i)
-    if (peers_[i].context_id == remote.context_id) index = i;
-  if (index == peers_.size()) {
-    Peer p;
-    p.context_id = remote.context_id;
-    fi_addr_t addr = FI_ADDR_NOTAVAIL;
-    const int n = fi_av_insert(av_, remote.name.data(), 1, &addr, 0, nullptr);
-    if (n != 1) {
-      PIER_LOG(warn, "ofi", "cannot insert a peer address: {}",
-               n < 0 ? fi_strerror(-n) : "refused");
-      return Status::invalid_argument;
-    }
-    p.addr = addr;
-    const bool same_host = remote.host_key == host_key();
-    p.in_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid()) &&
-                   registered_here(remote.context_id);
-    if (same_host && !p.in_process)
-      p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
-    if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
-    peers_.push_back(p);
+  UrlView view;
+  view.context_id = remote.context_id;
+  view.pid = remote.pid;
+  view.provider_hash = remote.provider_hash;
+  view.host_key = remote.host_key;
+  view.name = remote.name;
+  Result<std::size_t> index = peer_of(view);
+  if (!index) return index.status();
+  try {
+    instances_.push_back(inst);
+  } catch (...) {
+    return Status::no_memory;
   }
-  instances_.push_back(inst);
-  *peer = index;
-  if (peers_[index].dead) return Status::broken;
+  *peer = *index;
+  if (peers_[*index].dead) return Status::broken;
   for (auto it = parked_.begin(); it != parked_.end(); ++it) {
-    if (it->sender_context == remote.context_id && it->track == track) {
-      const Control hello = *it;
+    if (it->hello.sender_context == remote.context_id && it->hello.track == track) {
+      const Control hello = it->hello;
       parked_.erase(it);
       inst->on_hello(hello);
       break;
@@ -550,15 +634,42 @@ void OfiContext::retry_later(Op* op) noexcept {
   retry_.push_back(op);  // never grows: reserved for every op
 }
 
+void OfiContext::notice_closed_peers() noexcept {
+  const std::uint64_t n = closes.load(std::memory_order_acquire);
+  if (n == closes_seen_) return;
+  closes_seen_ = n;
+  for (std::size_t i = 0; i < peers_.size(); ++i)
+    if (peers_[i].in_process && !peers_[i].dead && closed_here(peers_[i].context_id)) mark_dead(i);
+}
+
 Status OfiContext::send_control(std::size_t peer, const Control& c) noexcept {
+  // A peer context of this process may have closed since we last looked
+  // (progress checks every 20 ms): a send to its endpoint crashed libfabric
+  // 1.17's shm (a core's bye at teardown, right after another core in the
+  // process closed).
+  notice_closed_peers();
+  if (peers_[peer].dead) return Status::broken;
+  Control out = c;
+  // A hello names us by our url, which stays in place until close: it goes
+  // as a second iovec, so an op holds only the fixed bytes.
+  out.url = {};
+  if (c.type == ControlType::hello && hello_url_) out.url = url_;
+  return send_control_bytes(peer, encode_control(out), out.url, c.target_instance);
+}
+
+Status OfiContext::send_control_bytes(std::size_t peer, const ControlBytes& head,
+                                      std::span<const std::byte> tail,
+                                      std::uint32_t target_instance) noexcept {
   Op* op = get_op(Op::Kind::control_send, nullptr);
   if (op == nullptr) return Status::no_resource;
-  op->ctl = encode_control(c);
+  op->ctl = head;
   op->peer = peers_[peer].addr;
-  const ssize_t rc =
-      choice_.msg ? fi_send(ep_, op->ctl.data(), op->ctl.size(), nullptr, op->peer, &op->fctx)
-                  : fi_tsend(ep_, op->ctl.data(), op->ctl.size(), nullptr, op->peer,
-                             tag_of(TagKind::control, c.target_instance), &op->fctx);
+  std::array<::iovec, 2> iov{::iovec{op->ctl.data(), op->ctl.size()},
+                             ::iovec{const_cast<std::byte*>(tail.data()), tail.size()}};
+  const std::size_t n = tail.empty() ? 1 : 2;
+  const ssize_t rc = choice_.msg ? fi_sendv(ep_, iov.data(), nullptr, n, op->peer, &op->fctx)
+                                 : fi_tsendv(ep_, iov.data(), nullptr, n, op->peer,
+                                             tag_of(TagKind::control, target_instance), &op->fctx);
   if (rc == 0) {
     op->in_provider = true;
     return Status::ok;
@@ -574,8 +685,8 @@ Status OfiContext::post_control_recv(Op* op) noexcept {
   // one, every data packet was first tried against all 64 of them (shm and
   // rxm search posted receives in order).
   const ssize_t rc =
-      choice_.msg ? fi_recv(ep_, op->ctl.data(), op->ctl.size(), nullptr, FI_ADDR_UNSPEC, &op->fctx)
-                  : fi_trecv(ep_, op->ctl.data(), op->ctl.size(), nullptr, FI_ADDR_UNSPEC,
+      choice_.msg ? fi_recv(ep_, op->buf, control_max_size, nullptr, FI_ADDR_UNSPEC, &op->fctx)
+                  : fi_trecv(ep_, op->buf, control_max_size, nullptr, FI_ADDR_UNSPEC,
                              tag_of(TagKind::control, 0), control_ignore, &op->fctx);
   if (rc == 0) {
     op->in_provider = true;
@@ -682,6 +793,9 @@ void OfiContext::progress() noexcept {
     if (now - last_check_ >= check_period) {
       last_check_ = now;
       check_peers();
+      if (!parked_.empty()) expire_parked(now);
+      if (on_demand_)
+        for (OfiInstance* inst : instances_) inst->repeat_call_back(now, call_back_period);
     }
   }
   if (seen == 0 && (++idle_polls_ & 63) == 0) progress_neighbours(this);
@@ -691,15 +805,10 @@ void OfiContext::on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept {
   if (op == nullptr || op->kind == Op::Kind::free) return;
   op->in_provider = false;
   switch (op->kind) {
-    case Op::Kind::control_recv: {
-      Result<Control> c = parser_.decode({op->ctl.data(), std::min(e.len, op->ctl.size())});
-      if (c)
-        on_control(*c);
-      else
-        PIER_LOG(debug, "ofi", "dropped a control message: {}", to_string(c.status()));
+    case Op::Kind::control_recv:
+      on_control_bytes({op->buf, std::min(e.len, control_max_size)});
       if (state_ == State::running) (void)post_control_recv(op);
       return;
-    }
     case Op::Kind::control_send:
       maybe_free(op);
       return;
@@ -811,20 +920,18 @@ void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
   }
 }
 
+void OfiContext::on_control_bytes(std::span<const std::byte> bytes) noexcept {
+  Result<Control> c = parser_.decode(bytes);
+  if (c)
+    on_control(*c);
+  else
+    PIER_LOG(debug, "ofi", "dropped a control message: {}", to_string(c.status()));
+}
+
 void OfiContext::on_control(const Control& c) noexcept {
   if (c.target_context != id_) return;  // a stale url: meant for an older context
   if (c.type == ControlType::hello) {
-    for (OfiInstance* inst : instances_) {
-      if (inst->remote_context() != c.sender_context || inst->track() != c.track) continue;
-      if (inst->awaiting_hello()) {
-        inst->on_hello(c);
-        return;
-      }
-    }
-    // The local connect_async() has not come yet (or an old instance still
-    // holds the pair): keep the hello for it.
-    if (parked_.size() == max_parked) parked_.erase(parked_.begin());
-    parked_.push_back(c);
+    on_hello(c);
     return;
   }
   for (OfiInstance* inst : instances_) {
@@ -833,6 +940,128 @@ void OfiContext::on_control(const Control& c) noexcept {
     if (c.type == ControlType::credit) inst->on_credit(c);
     return;
   }
+}
+
+void OfiContext::on_hello(const Control& c) noexcept {
+  if (!c.url.empty()) {
+    // Reported to the core as is, and used to reach the sender: it must
+    // be the sender's own, for our provider (the parser checked its form).
+    const Result<UrlView> url = peek_url(c.url);
+    if (!url || url->context_id != c.sender_context || url->provider_hash != provider_hash_) {
+      PIER_LOG(warn, "ofi", "dropped a hello whose url is not its sender's, over {}",
+               choice_.info->fabric_attr->prov_name);
+      return;
+    }
+  }
+  for (OfiInstance* inst : instances_) {
+    if (inst->remote_context() != c.sender_context || inst->track() != c.track) continue;
+    if (inst->awaiting_hello()) {
+      inst->on_hello(c);
+      return;
+    }
+    // A call back repeated before ours arrived, or the answer to ours.
+    if (inst->remote_instance() == c.sender_instance) return;
+  }
+  // The local connect_async() has not come yet (or an old instance still
+  // holds the pair): kept for it, and reported by incoming().
+  park(c);
+}
+
+void OfiContext::park(const Control& c) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  const bool call_back = (c.flags & flag_call_back) != 0;
+  Parked* slot = nullptr;
+  for (Parked& p : parked_) {
+    if (p.hello.sender_context != c.sender_context || p.hello.track != c.track) continue;
+    // A plain hello comes once per instance: the same again is not a new
+    // attempt. A call back repeated is (its first report may have been
+    // passed over), and a newer instance of the peer replaces an older.
+    if (p.hello.sender_instance == c.sender_instance && !call_back) return;
+    slot = &p;
+    break;
+  }
+  if (slot == nullptr) {
+    if (parked_.size() == max_parked_) {
+      if (call_back) return;  // it comes again
+      PIER_LOG(warn, "ofi", "refusing a connection: {} are already waiting", max_parked_);
+      refuse(c, c.url);
+      return;
+    }
+    slot = &parked_.emplace_back();  // reserved at init: no allocation
+  }
+  slot->hello = c;
+  slot->hello.url = {};
+  std::copy(c.url.begin(), c.url.end(), slot->url.begin());
+  slot->url_len = c.url.size();
+  // Without a url there is nothing to report: only a local connect_async()
+  // takes it, and its time runs from now.
+  slot->reported = c.url.empty();
+  slot->since = now;
+}
+
+void OfiContext::refuse(const Control& hello, std::span<const std::byte> url) noexcept {
+  std::optional<std::size_t> peer;
+  for (std::size_t i = 0; i < peers_.size(); ++i)
+    if (peers_[i].context_id == hello.sender_context) peer = i;
+  if (!peer) {
+    const Result<UrlView> view = peek_url(url);
+    if (!view) return;  // nobody we can reach
+    const Result<std::size_t> added = peer_of(*view);
+    if (!added) return;
+    peer = *added;
+  }
+  if (peers_[*peer].dead) return;
+  Control bye;
+  bye.type = ControlType::bye;
+  bye.track = hello.track;
+  bye.flags = flag_refused;
+  bye.sender_context = id_;
+  bye.target_context = hello.sender_context;
+  bye.target_instance = hello.sender_instance;
+  if (send_control(*peer, bye) == Status::no_resource) owe_bye(*peer, bye);
+}
+
+void OfiContext::expire_parked(std::chrono::steady_clock::time_point now) noexcept {
+  const auto limit = std::chrono::milliseconds(park_ms_);
+  std::size_t dropped = 0;
+  for (std::size_t i = 0; i < parked_.size();) {
+    const Parked& p = parked_[i];
+    // On demand the time runs only once incoming() reported it: the core
+    // must have had its chance to take it.
+    if ((on_demand_ && !p.reported) || now - p.since < limit) {
+      ++i;
+      continue;
+    }
+    // An acceptor waits for its own user's deadline and calls back again.
+    if ((p.hello.flags & flag_call_back) == 0)
+      refuse(p.hello, std::span<const std::byte>(p.url).first(p.url_len));
+    parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++dropped;
+  }
+  if (dropped != 0)
+    PIER_LOG(info, "ofi", "dropped {} hello(s) no instance took in {} ms (PIER_OFI_PARK_MS)",
+             dropped, park_ms_);
+}
+
+Status OfiContext::incoming(std::vector<std::byte>& remote_url) {
+  std::lock_guard lock(mutex_);
+  if (state_ != State::running)
+    return state_ == State::closed ? Status::not_initialized : Status::invalid_argument;
+  progress();
+  const auto now = std::chrono::steady_clock::now();
+  expire_parked(now);
+  for (Parked& p : parked_) {
+    if (p.reported) continue;
+    try {
+      remote_url.assign(p.url.begin(), p.url.begin() + static_cast<std::ptrdiff_t>(p.url_len));
+    } catch (...) {
+      return Status::no_memory;
+    }
+    p.reported = true;
+    p.since = now;
+    return Status::ok;
+  }
+  return Status::in_progress;
 }
 
 void OfiContext::retry_ops() noexcept {
@@ -1042,6 +1271,12 @@ Status OfiContext::wait_arm(std::vector<::pollfd>& fds) {
   if (wait_fd_ < 0) return Status::unsupported;  // the provider's queue has no descriptor
   progress();
   if (cancel_any_.load(std::memory_order_acquire) || find_ready() != nullptr)
+    return Status::in_progress;
+  // A hello read in that progress waits for incoming() to report it, and
+  // the queue's descriptor will not say so again: a caller that may sleep
+  // long (an idle core) must not. Only on demand: otherwise nobody asks.
+  if (on_demand_ &&
+      std::any_of(parked_.begin(), parked_.end(), [](const Parked& p) { return !p.reported; }))
     return Status::in_progress;
   // The queue's descriptor is armed only when it is empty (fi_trywait).
   fid* fids[1] = {&cq_->fid};

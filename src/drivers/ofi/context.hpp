@@ -17,16 +17,23 @@
 
 #include <pier/driver.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
 namespace pier::drivers::ofi {
 
 class OfiInstance;
+
+/// Hellos parked at once: at least min_parked, else four per peer of the
+/// session (both tracks, and a newer instance of each), at most max_parked.
+inline constexpr std::size_t min_parked = 256;
+inline constexpr std::size_t max_parked = 16384;
 
 /// The largest small packet sent with fi_tinject (gathered on the stack).
 inline constexpr std::size_t max_inject = 1024;
@@ -66,7 +73,8 @@ struct Op {
   Rdv rdv{};               ///< a send's rendezvous target
   std::uint64_t peer = 0;  ///< fi_addr_t of the target (sends)
   Op* next_free = nullptr;
-  ControlBytes ctl{};  ///< a control message's bytes
+  ControlBytes ctl{};        ///< a control message's bytes (a hello's url follows from the context)
+  std::byte* buf = nullptr;  ///< a control receive's buffer (control_max_size bytes)
   /// A send ended while libfabric held it: reported once it left, or at
   /// this time (instance.cpp, send_lingers()).
   driver::Clock::time_point linger_until{};
@@ -88,6 +96,7 @@ class OfiContext final : public driver::Context {
   Status cancel_any() override;
   Status wait_arm(std::vector<::pollfd>& fds) override;
   Status wait_disarm() override;
+  Status incoming(std::vector<std::byte>& remote_url) override;
 
   // --- for instances (called with mutex() held) -------------------------
   std::mutex& mutex() noexcept { return mutex_; }
@@ -110,6 +119,14 @@ class OfiContext final : public driver::Context {
   std::uint32_t max_iov() const noexcept { return max_iov_; }
   std::size_t inject_size() const noexcept { return inject_size_; }
   std::uint32_t next_cookie() noexcept { return ++cookie_; }
+  bool on_demand() const noexcept { return on_demand_; }
+  /// Whether the urls make this context the acceptor of a connection to
+  /// `remote` (the smaller url accepts, as over tcp and shm): on demand, an
+  /// acceptor's hellos ask a peer without an instance to call back.
+  bool acceptor_for(std::span<const std::byte> remote) const noexcept;
+  /// Decodes and handles one control message as a control receive got it;
+  /// anything malformed is dropped (logged).
+  void on_control_bytes(std::span<const std::byte> bytes) noexcept;
 
   /// Claims (remote context, track) for `inst`: in_use when another instance
   /// holds it. Inserts the peer into the address vector. A hello that came
@@ -144,6 +161,11 @@ class OfiContext final : public driver::Context {
   std::vector<Op*>& retry_list() noexcept { return retry_; }
   /// Sends a control message to a peer; no_resource when it cannot now.
   Status send_control(std::size_t peer, const Control& c) noexcept;
+  /// Sends `head` then `tail` (a hello's url), which the caller keeps in
+  /// place until the send completes (tests forge hellos with it).
+  Status send_control_bytes(std::size_t peer, const ControlBytes& head,
+                            std::span<const std::byte> tail,
+                            std::uint32_t target_instance) noexcept;
 
   /// Reads completions, retries what waited, checks peers. Never blocks.
   void progress() noexcept;
@@ -182,10 +204,22 @@ class OfiContext final : public driver::Context {
   void on_completion(Op* op, const fi_cq_tagged_entry& e) noexcept;
   void on_error(Op* op, const fi_cq_err_entry& e) noexcept;
   void on_control(const Control& c) noexcept;
+  void on_hello(const Control& c) noexcept;
+  /// Keeps a hello no instance awaits, for incoming() and connect_async().
+  void park(const Control& c) noexcept;
+  /// Tells the sender of a hello nobody took that its instance failed.
+  void refuse(const Control& hello, std::span<const std::byte> url) noexcept;
+  /// Drops the parked hellos that waited longer than park_ms_, refusing
+  /// those of connectors (an acceptor's call back is not waited on).
+  void expire_parked(std::chrono::steady_clock::time_point now) noexcept;
+  /// The peer of `remote`, inserted into the address vector if new.
+  Result<std::size_t> peer_of(const UrlView& remote) noexcept;
   void retry_ops() noexcept;
   void check_peers() noexcept;
   /// Marks dead the peers that are contexts of this process no longer open.
   void check_in_process_peers() noexcept;
+  /// The same from the record of closed contexts, when it changed.
+  void notice_closed_peers() noexcept;
   /// Whether an in-process peer's context is still in the list; nothing
   /// when the list is busy (try_lock).
   std::optional<bool> in_process_peer_open(std::size_t peer) noexcept;
@@ -216,6 +250,8 @@ class OfiContext final : public driver::Context {
   std::atomic<bool> stop_progress_{false};
 
   std::uint64_t id_ = 0;
+  std::uint32_t provider_hash_ = 0;
+  std::uint64_t closes_seen_ = 0;  ///< see notice_closed_peers()
   std::uint32_t next_instance_ = 1;
   std::uint32_t cookie_ = 0;
   std::size_t send_queue_ = 256;
@@ -235,7 +271,25 @@ class OfiContext final : public driver::Context {
   std::vector<std::pair<Op*, std::vector<std::byte>>> kept_buffers_;
   std::vector<Peer> peers_;
   std::vector<OfiInstance*> instances_;
-  std::vector<Control> parked_;  ///< hellos whose instance does not exist yet
+  /// A hello no instance awaited (its instance may not exist yet).
+  struct Parked {
+    Control hello;  ///< its url is in `url`
+    std::array<std::byte, max_url_size> url{};
+    std::size_t url_len = 0;
+    bool reported = false;                          ///< by incoming(), since it last came
+    std::chrono::steady_clock::time_point since{};  ///< parked at, or reported at (on demand)
+  };
+  std::vector<Parked> parked_;  ///< capacity reserved at init: max_parked_
+  std::size_t max_parked_ = 1024;
+  std::int64_t park_ms_ = 60000;
+  bool on_demand_ = false;
+  /// Hellos carry our url (a second iovec): not where the provider takes
+  /// one iovec only, and then no incoming connection can be reported.
+  bool hello_url_ = false;
+  std::vector<std::byte> url_;  ///< ours, as init() returned it
+  /// The control receives' buffers: a hello with its url is larger than
+  /// an op's own bytes.
+  std::vector<std::array<std::byte, control_max_size>> control_bufs_;
   ControlParser parser_;
   std::chrono::steady_clock::time_point last_check_{};
   bool control_owed_ = false;

@@ -75,6 +75,8 @@ Status OfiInstance::connect_async(std::span<const std::byte> remote_url) {
     }
   }
   remote_ctx_ = url->context_id;
+  acceptor_ = ctx_.on_demand() && ctx_.acceptor_for(remote_url);
+  called_back_ = false;
   state_ = State::connecting;
   if (Status s = ctx_.attach(this, *url, track_, &peer_); s != Status::ok) {
     if (s == Status::broken) {
@@ -155,9 +157,32 @@ Status OfiInstance::disconnect() {
 void OfiInstance::on_hello(const Control& c) noexcept {
   remote_id_ = c.sender_instance;
   if (state_ == State::connecting) state_ = State::connected;
+  // The peer connected because we called it back: the call back it took
+  // may have been an older one, dropped, or from before it had an
+  // instance, so it hears our hello once more, now.
+  if (called_back_ && state_ == State::connected) {
+    called_back_ = false;
+    hello_due_ = true;
+    flush_control();
+  }
+}
+
+void OfiInstance::repeat_call_back(std::chrono::steady_clock::time_point now,
+                                   std::chrono::steady_clock::duration period) noexcept {
+  if (!acceptor_ || !awaiting_hello() || hello_due_ || now - call_back_at_ < period) return;
+  hello_due_ = true;
+  flush_control();
 }
 
 void OfiInstance::on_bye(const Control& c) noexcept {
+  if (c.flags & flag_refused) {
+    PIER_LOG(warn, "ofi",
+             "peer context {:x} dropped our hello: no instance there took it in time "
+             "(its PIER_OFI_PARK_MS), or too many waited",
+             remote_ctx_);
+    fail(Status::broken);
+    return;
+  }
   if (c.flags & flag_abandoned) {
     fail(Status::broken);
     return;
@@ -227,10 +252,17 @@ void OfiInstance::flush_control() noexcept {
   c.target_context = remote_ctx_;
   if (hello_due_) {
     c.type = ControlType::hello;
+    const bool call_back = acceptor_ && awaiting_hello();
+    if (call_back) c.flags = flag_call_back;
     const Status s = ctx_.send_control(peer_, c);
+    c.flags = 0;
     if (s == Status::ok) {
       hello_due_ = false;
       hello_sent_ = true;
+      if (call_back) {
+        called_back_ = true;
+        call_back_at_ = std::chrono::steady_clock::now();
+      }
     } else if (s == Status::no_resource) {
       ctx_.owe_control();
     } else {

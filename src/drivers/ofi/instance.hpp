@@ -12,6 +12,7 @@
 
 #include <pier/driver.hpp>
 
+#include <chrono>
 #include <mutex>
 #include <vector>
 
@@ -42,12 +43,17 @@ class OfiInstance final : public driver::Instance {
   std::uint32_t id() const noexcept { return id_; }
   driver::Track track() const noexcept { return track_; }
   std::uint64_t remote_context() const noexcept { return remote_ctx_; }
+  std::uint32_t remote_instance() const noexcept { return remote_id_; }
   std::size_t peer() const noexcept { return peer_; }
   bool awaiting_hello() const noexcept { return state_ == State::connecting && remote_id_ == 0; }
   bool attached() const noexcept { return state_ != State::idle; }
   void on_hello(const Control& c) noexcept;
   void on_bye(const Control& c) noexcept;
   void on_credit(const Control& c) noexcept;
+  /// On demand, an acceptor still without its peer's hello asks again
+  /// once `period` passed since it last asked.
+  void repeat_call_back(std::chrono::steady_clock::time_point now,
+                        std::chrono::steady_clock::duration period) noexcept;
   /// The peer is gone: every pending packet completes broken.
   void fail(Status why) noexcept;
   /// The peer's process or endpoint is gone. After an orderly bye what it
@@ -118,6 +124,11 @@ class OfiInstance final : public driver::Instance {
   std::uint32_t remote_id_ = 0;
   bool hello_due_ = false;
   bool hello_sent_ = false;
+  /// On demand and the urls' acceptor: our hellos ask a peer that has no
+  /// instance for us to open one (flag_call_back), until its hello comes.
+  bool acceptor_ = false;
+  bool called_back_ = false;  ///< a call back went: the peer's hello is answered
+  std::chrono::steady_clock::time_point call_back_at_{};
 
   // send side
   std::size_t sends_in_flight_ = 0;

@@ -18,6 +18,8 @@ class LazyConnect : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LazyConnect, OnlyTheGatesUsedOpenOnBothSides) {
   Cluster c(4, GetParam());
+  if (std::string_view(GetParam()).starts_with("ofi") && c.status == Status::unsupported)
+    GTEST_SKIP() << GetParam() << " is not offered here";
   ASSERT_EQ(c.status, Status::ok);
   for (int i = 0; i < 200; ++i) c.progress_all();
   for (Rank a = 0; a < 4; ++a) {
@@ -63,7 +65,10 @@ TEST_P(LazyConnect, OnlyTheGatesUsedOpenOnBothSides) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Drivers, LazyConnect, ::testing::Values("tcp", "shm", "fault:tcp"),
+// ofi:tcp and ofi:shm are libfabric's tcp;ofi_rxm and shm providers; where
+// libfabric (or the provider) is missing the core cannot be made (skipped).
+INSTANTIATE_TEST_SUITE_P(Drivers, LazyConnect,
+                         ::testing::Values("tcp", "shm", "fault:tcp", "ofi:tcp", "ofi:shm"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            std::string n = p.param;
                            for (char& ch : n)

@@ -147,6 +147,89 @@ TEST(OfiCodec, HostileControlIsRefusedAndTheNextOneStillDecodes) {
   EXPECT_FALSE(parser.decode(zeros).has_value());
 }
 
+std::vector<std::byte> join(const ControlBytes& head, std::span<const std::byte> tail) {
+  std::vector<std::byte> out(head.size() + tail.size());
+  std::memcpy(out.data(), head.data(), head.size());
+  if (!tail.empty()) std::memcpy(out.data() + head.size(), tail.data(), tail.size());
+  return out;
+}
+
+/// A hello with `url` after its body, as send_control() puts it on the wire.
+std::vector<std::byte> hello_with(std::span<const std::byte> url, std::uint8_t flags = 0) {
+  Control c = sample();
+  c.type = ControlType::hello;
+  c.flags = flags;
+  c.url = url;
+  return join(encode_control(c), url);
+}
+
+std::vector<std::byte> a_url() {
+  Url u;
+  u.context_id = 0x1122334455667788ULL;
+  u.pid = 4242;
+  u.provider_hash = 7;
+  u.host_key = 9;
+  u.name = std::vector<std::byte>(max_name, std::byte{0x5c});
+  return encode_url(u).value();
+}
+
+TEST(OfiCodec, AHelloCarriesItsSendersUrl) {
+  ControlParser parser;
+  const std::vector<std::byte> url = a_url();
+  const std::vector<std::byte> wire = hello_with(url, flag_call_back);
+  ASSERT_EQ(wire.size(), control_max_size);  // the longest url fits a control receive
+  auto got = parser.decode(wire);
+  ASSERT_TRUE(got.has_value()) << to_string(got.status());
+  EXPECT_EQ(got->type, ControlType::hello);
+  EXPECT_EQ(got->flags, flag_call_back);
+  EXPECT_TRUE(std::equal(got->url.begin(), got->url.end(), url.begin(), url.end()));
+  // Without a url (a provider that sends one iovec only) it still decodes.
+  auto bare = parser.decode(hello_with({}));
+  ASSERT_TRUE(bare.has_value());
+  EXPECT_TRUE(bare->url.empty());
+  // A refused bye.
+  Control bye = sample();
+  bye.type = ControlType::bye;
+  bye.flags = flag_refused;
+  auto refused = parser.decode(encode_control(bye));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->flags, flag_refused);
+}
+
+TEST(OfiCodec, AHelloWithAMalformedOrOversizedUrlIsRefused) {
+  ControlParser parser;
+  const std::vector<std::byte> url = a_url();
+  const std::vector<std::byte> good = hello_with(url);
+  auto with = [&](std::size_t at, int value) {
+    std::vector<std::byte> u = url;
+    u[at] = static_cast<std::byte>(value);
+    return hello_with(u);
+  };
+  std::vector<std::vector<std::byte>> hostile = {
+      with(0, 'X'),  // magic
+      with(4, 2),    // url version
+      with(5, 10),   // name length disagrees with the bytes
+      with(5, 0),    // empty name
+      with(6, 1),    // reserved
+      hello_with(std::span<const std::byte>(url).first(url_header_size)),  // no name
+      hello_with(url, flag_abandoned),                                     // a bye's flag
+  };
+  // One byte more than the longest url: past what a control receive holds.
+  std::vector<std::byte> longer = url;
+  longer.push_back(std::byte{0});
+  hostile.push_back(hello_with(longer));
+  // A url on anything but a hello.
+  Control credit = sample();
+  credit.url = url;
+  hostile.push_back(join(encode_control(credit), url));
+  // The frame's length says more than came.
+  hostile.push_back(std::vector<std::byte>(good.begin(), good.end() - 1));
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    EXPECT_FALSE(parser.decode(hostile[i]).has_value()) << "case " << i;
+    EXPECT_TRUE(parser.decode(good).has_value()) << "after case " << i;
+  }
+}
+
 TEST(OfiCodec, RendezvousData) {
   Rdv r{0xdeadbeef, 0x1000, 0x77, 1 << 20};
   driver::Packet pkt;

@@ -29,12 +29,12 @@ struct Node {
 
 /// ok, unsupported when the provider is missing here (the test skips), or
 /// the failure.
-inline Status make_node(const std::string& provider, Node& n) {
+inline Status make_node(const std::string& provider, Node& n, const driver::Hints& hints = {}) {
   auto ctx = driver::make_context("ofi:" + provider);
   if (!ctx) return ctx.status();
   n.ctx = std::move(*ctx);
   if (!n.ctx->unavailable_reason().empty()) return Status::unsupported;
-  auto props = n.ctx->properties({});
+  auto props = n.ctx->properties(hints);
   if (!props) return props.status();
   n.props = *props;
   auto url = n.ctx->init();

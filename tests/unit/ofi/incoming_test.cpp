@@ -1,0 +1,256 @@
+// pier ofi: connections reported by Context::incoming(). A hello names its
+// sender by the url it carries; whatever a peer puts there is hostile until
+// checked, and only a hello that names its own sender, for our provider, is
+// ever reported. Parked hellos are bounded and time out, and a sleeper
+// armed by wait_arm() wakes for one.
+#include <poll.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "base/config.hpp"
+#include "drivers/ofi/codec.hpp"
+#include "drivers/ofi/context.hpp"
+#include "ofi_helpers.hpp"
+
+namespace pier::drivers::ofi::test {
+namespace {
+
+driver::Hints on_demand() {
+  driver::Hints h;
+  h.on_demand = true;
+  return h;
+}
+
+class OfiIncoming : public ::testing::TestWithParam<std::string> {};
+
+std::uint64_t context_of(const Node& n) {
+  return decode_url(n.url).value().context_id;
+}
+
+/// A hello from x's endpoint (its peer 0, y) on the large track, naming
+/// `sender` and carrying `url` (kept in place by the caller until the end).
+Status forge_hello(Node& x, const Node& y, std::uint64_t sender, std::span<const std::byte> url) {
+  auto& cx = dynamic_cast<OfiContext&>(*x.ctx);
+  Control h;
+  h.type = ControlType::hello;
+  h.track = Track::large;
+  h.sender_instance = 77;
+  h.sender_context = sender;
+  h.target_context = context_of(y);
+  h.url = url;
+  const auto deadline = soon();
+  for (;;) {
+    Status s = Status::no_resource;
+    {
+      std::lock_guard lock(cx.mutex());
+      s = cx.send_control_bytes(0, encode_control(h), url, 0);
+    }
+    if (s != Status::no_resource || Clock::now() > deadline) return s;
+    driver::Instance* ready = nullptr;
+    (void)x.ctx->probe_any(&ready);
+  }
+}
+
+/// How many urls y reports while both contexts are polled for `window`.
+int reports_within(Node& x, Node& y, std::chrono::milliseconds window,
+                   std::vector<std::vector<std::byte>>* urls = nullptr) {
+  int n = 0;
+  std::vector<std::byte> url;
+  driver::Instance* ready = nullptr;
+  const auto until = Clock::now() + window;
+  while (Clock::now() < until) {
+    (void)x.ctx->probe_any(&ready);
+    if (y.ctx->incoming(url) == Status::ok) {
+      ++n;
+      if (urls != nullptr) urls->push_back(url);
+    }
+  }
+  return n;
+}
+
+TEST_P(OfiIncoming, AHelloWhoseUrlIsNotItsSendersIsNeverReported) {
+  std::vector<std::vector<std::byte>> forged;  // outlives the sends
+  Node x, y;
+  const Status st = make_node(GetParam(), x, on_demand());
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y, on_demand()), Status::ok);
+  ASSERT_TRUE(x.props.caps.incoming);
+  Link l;  // x learns y's address (its peer 0)
+  ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  const Url real = decode_url(x.url).value();
+  auto changed = [&](auto edit) {
+    Url u = real;
+    edit(u);
+    return encode_url(u).value();
+  };
+  forged.push_back(changed([](Url& u) { u.context_id ^= 2; }));     // another context's
+  forged.push_back(changed([](Url& u) { u.provider_hash ^= 1; }));  // another provider's
+  forged.push_back(x.url);
+  forged.back()[0] = std::byte{'X'};  // not a url
+  forged.push_back(x.url);
+  forged.back()[5] = static_cast<std::byte>(real.name.size() + 1);  // its length lies
+  forged.push_back(x.url);
+  forged.back().resize(x.url.size() + 400, std::byte{0x41});  // past what a receive holds
+  for (const auto& url : forged) ASSERT_EQ(forge_hello(x, y, real.context_id, url), Status::ok);
+  EXPECT_EQ(reports_within(x, y, std::chrono::milliseconds(300)), 0);
+  // The same with the true url is reported, exactly as x's init() gave it.
+  forged.push_back(x.url);
+  ASSERT_EQ(forge_hello(x, y, real.context_id, forged.back()), Status::ok);
+  std::vector<std::vector<std::byte>> urls;
+  EXPECT_EQ(reports_within(x, y, std::chrono::milliseconds(300), &urls), 1);
+  if (!urls.empty()) {
+    EXPECT_EQ(urls[0], x.url);
+  }
+  // And the link still works.
+  std::vector<std::byte> src(64), dst(64);
+  fill(src, 3);
+  ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+  Packet s, r;
+  s.set_iovec(&siov, 1);
+  r.set_iovec(&riov, 1);
+  Status ss = l.a->send_post(s), rs = l.b->recv_post(r);
+  ASSERT_EQ(finish(*l.a, s, &ss, *l.b, r, &rs), Status::ok);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_TRUE(same(dst, 3));
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+TEST_P(OfiIncoming, ParkedHellosAreBounded) {
+  std::vector<std::vector<std::byte>> urls;  // outlive the sends
+  Node x, y;
+  const Status st = make_node(GetParam(), x, on_demand());
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y, on_demand()), Status::ok);
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  // As many peers as there is room for, and more: each its own context id
+  // at x's address. Those past the bound are refused (the refusals go to
+  // x, which drops them: they name contexts it is not).
+  const std::size_t extra = 40;
+  const Url real = decode_url(x.url).value();
+  for (std::size_t i = 0; i < min_parked + extra; ++i) {
+    Url u = real;
+    u.context_id = real.context_id + 2 * (i + 1);
+    urls.push_back(encode_url(u).value());
+  }
+  for (std::size_t i = 0; i < urls.size(); ++i)
+    ASSERT_EQ(forge_hello(x, y, decode_url(urls[i]).value().context_id, urls[i]), Status::ok) << i;
+  std::vector<std::vector<std::byte>> reported;
+  EXPECT_EQ(reports_within(x, y, std::chrono::milliseconds(1000), &reported),
+            static_cast<int>(min_parked));
+  for (std::size_t i = 0; i < reported.size(); ++i)
+    EXPECT_TRUE(std::find(urls.begin(), urls.end(), reported[i]) != urls.end()) << i;
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+TEST_P(OfiIncoming, AHelloNobodyTakesIsRefusedAfterTheParkLimit) {
+  // Without on demand too: the peer never opens an instance for us.
+  config::ScopedSet park("OFI_PARK_MS", "100");
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  auto a = x.ctx->open_instance(Track::small);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(is_success((*a)->connect_async(y.url)));
+  const auto start = Clock::now();
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  Status got = Status::timeout;
+  driver::Instance* ready = nullptr;
+  while (Clock::now() < deadline) {
+    got = (*a)->connect_wait(Clock::now() + std::chrono::milliseconds(5));
+    if (got != Status::timeout && got != Status::in_progress) break;
+    (void)y.ctx->probe_any(&ready);
+  }
+  EXPECT_EQ(got, Status::broken);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(80)) << "refused before the limit";
+  a->reset();
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+TEST_P(OfiIncoming, AHelloEndsASleepArmedByWaitArm) {
+  Node x, y;
+  const Status st = make_node(GetParam(), x, on_demand());
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y, on_demand()), Status::ok);
+  std::vector<::pollfd> fds;
+  const Status armed = y.ctx->wait_arm(fds);
+  (void)y.ctx->wait_disarm();
+  if (armed == Status::unsupported)
+    GTEST_SKIP() << "ofi:" << GetParam() << " gives no wait descriptor";
+  ASSERT_EQ(armed, Status::ok);
+  auto a = x.ctx->open_instance(Track::small);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(is_success((*a)->connect_async(y.url)));
+  // x keeps going on its own (its hello, and over tcp;ofi_rxm the
+  // connection under it, need its progress) while y sleeps on its
+  // descriptors. Each sleep must end by a descriptor, long before its
+  // 3 s, until y says a connection waits: over rxm the connection's own
+  // set-up wakes y first.
+  std::atomic<bool> stop{false};
+  std::thread driver([&] {
+    while (!stop.load()) (void)(*a)->connect_wait(Clock::now() + std::chrono::milliseconds(1));
+  });
+  int sleeps = 0, slept_out = 0;
+  Status reported = Status::in_progress;
+  std::vector<std::byte> url;
+  const auto deadline = soon();
+  while (Clock::now() < deadline && slept_out == 0) {
+    fds.clear();
+    if (y.ctx->wait_arm(fds) == Status::ok) {
+      ++sleeps;
+      if (::poll(fds.data(), fds.size(), 3000) == 0) ++slept_out;
+    }
+    (void)y.ctx->wait_disarm();
+    // Woken (or told not to sleep): whatever came, a core asks now.
+    reported = y.ctx->incoming(url);
+    if (reported != Status::in_progress) break;
+  }
+  stop = true;
+  driver.join();
+  EXPECT_EQ(slept_out, 0) << "a sleep the hello should have ended ran out, after " << sleeps;
+  EXPECT_EQ(reported, Status::ok);
+  EXPECT_EQ(url, x.url);
+
+  // A hello some other progress read (a probe, as a core polls its
+  // rails) left the descriptor quiet: arming must not let the caller sleep
+  // on it until incoming() took it.
+  auto b = x.ctx->open_instance(Track::large);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_TRUE(is_success((*b)->connect_async(y.url)));
+  stop = false;
+  std::thread again([&] {
+    while (!stop.load()) (void)(*b)->connect_wait(Clock::now() + std::chrono::milliseconds(1));
+  });
+  driver::Instance* ready = nullptr;
+  const auto read_for = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < read_for) (void)y.ctx->probe_any(&ready);
+  stop = true;
+  again.join();
+  fds.clear();
+  EXPECT_EQ(y.ctx->wait_arm(fds), Status::in_progress);
+  (void)y.ctx->wait_disarm();
+  EXPECT_EQ(y.ctx->incoming(url), Status::ok);
+  EXPECT_EQ(url, x.url);
+  b->reset();
+  a->reset();
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, OfiIncoming, ::testing::ValuesIn(providers()),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace pier::drivers::ofi::test
