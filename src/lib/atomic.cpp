@@ -1,6 +1,13 @@
-// pier lib: atomic operations. Elements are loaded and stored with memcpy,
-// so a target that the user misaligned costs speed, not undefined behaviour.
-// Atomicity comes from the LIB running one operation at a time (R-A7).
+// pier lib: atomic operations. Atomicity among Portals operations comes
+// from the LIB running one at a time (R-A7). Elements of 1 to 8 bytes at
+// aligned addresses are also updated with the host's own atomic
+// instructions (a compare-and-swap loop), so that the process's own atomics
+// on the same words, in other threads, lose nothing (PTL_COHERENT_ATOMICS):
+// an OpenSHMEM PE updates its symmetric memory locally while its peers
+// update it through Portals. Other elements (16-byte types, misaligned
+// ones, for which the host has no lock-free instruction) are loaded and
+// stored with memcpy, so a misaligned target costs speed, not undefined
+// behaviour.
 #include "lib/atomic.hpp"
 
 #include <complex>
@@ -133,21 +140,58 @@ bool apply_one(ptl_op_t op, T& t, const T& d, const T& operand) {
   }
 }
 
+/// The unsigned integer of `n` bytes the host updates atomically, or void.
+template <std::size_t n>
+using HostWord = std::conditional_t<
+    n == 1, std::uint8_t,
+    std::conditional_t<n == 2, std::uint16_t,
+                       std::conditional_t<n == 4, std::uint32_t,
+                                          std::conditional_t<n == 8, std::uint64_t, void>>>>;
+
+/// Applies `op` to the element at `at` with compare-and-swap until no other
+/// writer came between our load and our store; `old` gets the value replaced.
+template <class T>
+bool apply_coherent(ptl_op_t op, unsigned char* at, const T& d, const T& opnd, unsigned char* old) {
+  using W = HostWord<sizeof(T)>;
+  W* word = reinterpret_cast<W*>(at);
+  W seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+  for (;;) {
+    T t;
+    std::memcpy(static_cast<void*>(&t), &seen, sizeof(T));
+    if (!apply_one<T>(op, t, d, opnd)) return false;
+    W next;
+    std::memcpy(&next, &t, sizeof(T));
+    if (__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+      break;
+  }
+  if (old) std::memcpy(old, &seen, sizeof(T));
+  return true;
+}
+
 template <class T>
 bool apply_typed(ptl_op_t op, void* target, const void* data, const void* operand,
                  std::size_t length, void* old) {
   std::size_t n = length / sizeof(T);
   auto* tb = static_cast<unsigned char*>(target);
   const auto* db = static_cast<const unsigned char*>(data);
+  auto* ob = static_cast<unsigned char*>(old);
   T opnd{};
   if (operand) std::memcpy(&opnd, operand, sizeof(T));
-  if (old) std::memcpy(old, target, n * sizeof(T));
   for (std::size_t i = 0; i < n; ++i) {
+    unsigned char* at = tb + i * sizeof(T);
+    unsigned char* was = ob ? ob + i * sizeof(T) : nullptr;
     T t, d;
-    std::memcpy(&t, tb + i * sizeof(T), sizeof(T));
     std::memcpy(&d, db + i * sizeof(T), sizeof(T));
+    if constexpr (!std::is_void_v<HostWord<sizeof(T)>>) {
+      if (reinterpret_cast<std::uintptr_t>(at) % sizeof(T) == 0) {
+        if (!apply_coherent<T>(op, at, d, opnd, was)) return false;
+        continue;
+      }
+    }
+    std::memcpy(&t, at, sizeof(T));
+    if (was) std::memcpy(was, &t, sizeof(T));
     if (!apply_one<T>(op, t, d, opnd)) return false;
-    std::memcpy(tb + i * sizeof(T), &t, sizeof(T));
+    std::memcpy(at, &t, sizeof(T));
   }
   return true;
 }

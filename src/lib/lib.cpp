@@ -29,9 +29,9 @@ constexpr ptl_size_t four_gib = ptl_size_t{4} << 30;
 // Entries and MDs may bind all of memory (start NULL, length PTL_SIZE_MAX;
 // an entry's offsets are then addresses), whether asked for or not. Not
 // offered: total data ordering (a large put's data may land after a later
-// small put's) and atomics coherent with the host's own atomic
-// instructions (the LIB applies them with plain loads and stores).
-constexpr unsigned offered_features = PTL_TARGET_BIND_INACCESSIBLE;
+// small put's). Atomics are coherent with the host's own atomic
+// instructions on aligned elements of at most 8 bytes (lib/atomic.cpp).
+constexpr unsigned offered_features = PTL_TARGET_BIND_INACCESSIBLE | PTL_COHERENT_ATOMICS;
 
 int clamp_int(int v, int lo, int hi) {
   return std::clamp(v, lo, hi);

@@ -1,4 +1,5 @@
 // PORTALS4.md §6.11-§6.13: atomics, triggered operations, size limits.
+#include <atomic>
 #include <chrono>
 #include <complex>
 #include <cstdint>
@@ -454,6 +455,57 @@ TEST_P(Atomics, R_T7_FreeingTheCounterDestroysItsOperations) {
   ASSERT_EQ(PtlCTGet(other, &v), PTL_OK);
   EXPECT_EQ(v.success, 0u);
   EXPECT_TRUE(eq_empty(ieq_));
+}
+
+// PTL_COHERENT_ATOMICS: while Portals atomics add to a word, another thread
+// of the process adds to it with the host's own atomic instruction; no add
+// of either is lost. Before the LIB used the host's instructions, its plain
+// load and store lost the other thread's adds that came between them.
+TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
+  ASSERT_NE(limits_.features & PTL_COHERENT_ATOMICS, 0u);
+  constexpr ptl_match_bits_t bits = 7;
+  constexpr std::uint64_t portals_adds = 40000;
+  alignas(8) static std::uint64_t word;
+  word = 0;
+  ptl_handle_ct_t landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  append(me(&word, sizeof word, PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM,
+            bits, 0, landed));
+  (void)next_event(teq_);  // the LINK event
+  alignas(8) static std::uint64_t one = 1;
+  const ptl_handle_md_t md = bind(&one, sizeof one, PTL_MD_EVENT_SUCCESS_DISABLE);
+
+  std::atomic<bool> stop{false};
+  std::uint64_t host_adds = 0;
+  std::thread host([&] {
+    std::atomic_ref<std::uint64_t> w(word);
+    while (!stop.load(std::memory_order_relaxed)) {
+      w.fetch_add(1);
+      ++host_adds;
+    }
+  });
+  std::uint64_t sent = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {
+    const int rc = PtlAtomic(md, 0, sizeof one, PTL_NO_ACK_REQ, self_, pt_, bits, 0, nullptr, 0,
+                             PTL_SUM, PTL_UINT64_T);
+    if (rc == PTL_NO_SPACE) {
+      ptl_ct_event_t v{};
+      (void)PtlCTGet(landed, &v);  // lets progress run
+      continue;
+    }
+    ASSERT_EQ(rc, PTL_OK);
+    ++sent;
+  }
+  const ptl_ct_event_t v = ct_wait(landed, portals_adds);
+  stop = true;
+  host.join();
+  EXPECT_EQ(v.success, portals_adds);
+  EXPECT_EQ(v.failure, 0u);
+  EXPECT_GT(host_adds, 0u);
+  EXPECT_EQ(std::atomic_ref<std::uint64_t>(word).load(), portals_adds + host_adds)
+      << (portals_adds + host_adds - word) << " adds lost";
+  EXPECT_EQ(PtlCTFree(landed), PTL_OK);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cells, Atomics, ::testing::Values(false, true), cell_name);
