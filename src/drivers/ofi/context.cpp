@@ -411,6 +411,7 @@ void OfiContext::close_fabric() noexcept {
   for (Peer& p : peers_)
     if (p.pidfd >= 0) ::close(p.pidfd);
   peers_.clear();
+  wire_peers_ = 0;
 }
 
 Status OfiContext::close() {
@@ -483,37 +484,76 @@ bool OfiContext::acceptor_for(std::span<const std::byte> remote) const noexcept 
   return !std::lexicographical_compare(remote.begin(), remote.end(), url_.begin(), url_.end());
 }
 
-Result<std::size_t> OfiContext::peer_of(const UrlView& remote) noexcept {
-  for (std::size_t i = 0; i < peers_.size(); ++i)
-    if (peers_[i].context_id == remote.context_id) return i;
+Result<std::size_t> OfiContext::peer_of(const UrlView& remote, bool from_wire) noexcept {
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = peers_[i];
+    if (p.context_id != remote.context_id) continue;
+    // What a hello said of a context never outranks our caller's url for
+    // it: a forged hello must not lend its address (or a pid to watch) to
+    // the connection the caller asks for later.
+    if (p.wire_only && !from_wire) {
+      const bool same = p.pid == remote.pid && p.name_len == remote.name.size() &&
+                        std::equal(remote.name.begin(), remote.name.end(), p.name.begin());
+      Peer fresh;
+      fresh.context_id = remote.context_id;
+      if (Status s = describe_peer(same ? p : fresh, remote, false); s != Status::ok) return s;
+      if (!same) p = std::move(fresh);
+      p.wire_only = false;
+      --wire_peers_;
+    }
+    return i;
+  }
+  if (from_wire && wire_peers_ >= max_wire_peers) return Status::no_resource;
   try {
     Peer p;
     p.context_id = remote.context_id;
-    const bool same_host = remote.host_key == host_key();
-    const bool this_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid());
-    p.in_process = this_process && registered_here(remote.context_id);
-    // A context of ours that closed: nothing would ever answer, and its
-    // address is not even inserted.
-    p.dead = this_process && closed_here(remote.context_id);
-    p.addr = FI_ADDR_NOTAVAIL;
-    if (!p.dead) {
-      fi_addr_t addr = FI_ADDR_NOTAVAIL;
-      const int n = fi_av_insert(av_, remote.name.data(), 1, &addr, 0, nullptr);
-      if (n != 1) {
-        PIER_LOG(warn, "ofi", "cannot insert a peer address: {}",
-                 n < 0 ? fi_strerror(-n) : "refused");
-        return Status::invalid_argument;
-      }
-      p.addr = addr;
-    }
-    if (same_host && !p.in_process && !p.dead)
-      p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
-    if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
+    if (Status s = describe_peer(p, remote, from_wire); s != Status::ok) return s;
     peers_.push_back(std::move(p));
   } catch (...) {
     return Status::no_memory;
   }
+  wire_peers_ += from_wire;
   return peers_.size() - 1;
+}
+
+Status OfiContext::describe_peer(Peer& p, const UrlView& remote, bool from_wire) noexcept {
+  const bool same_host = remote.host_key == host_key();
+  const bool this_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid());
+  p.wire_only = from_wire;
+  p.pid = remote.pid;
+  p.name_len = std::min(remote.name.size(), p.name.size());
+  std::copy_n(remote.name.begin(), p.name_len, p.name.begin());
+  // Not for a url off the wire: registered_here() takes the neighbours'
+  // list, which the thread reading our queue may hold already.
+  p.in_process = !from_wire && this_process && registered_here(remote.context_id);
+  // A context of ours that closed: nothing would ever answer, and its
+  // address is not even inserted.
+  p.dead = this_process && closed_here(remote.context_id);
+  p.addr = FI_ADDR_NOTAVAIL;
+  if (!p.dead) {
+    // A name ends where its length says: some providers read it as a
+    // string, so it goes in zero-terminated, never as the bytes that
+    // happen to follow it.
+    std::array<char, max_name + 1> name{};
+    std::memcpy(name.data(), p.name.data(), p.name_len);
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    const int n = fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr);
+    if (n != 1) {
+      PIER_LOG(warn, "ofi", "cannot insert a peer address: {}",
+               n < 0 ? fi_strerror(-n) : "refused");
+      return Status::invalid_argument;
+    }
+    p.addr = addr;
+  }
+  // A pid named off the wire is not watched: any process could be named.
+  if (same_host && !p.in_process && !p.dead && !from_wire)
+    p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, remote.pid, 0));
+  try {
+    if (p.pidfd >= 0) p.shm_region = shm_region_of(remote.name, remote.pid);
+  } catch (...) {
+    return Status::no_memory;
+  }
+  return Status::ok;
 }
 
 Status OfiContext::attach(OfiInstance* inst, const Url& remote, driver::Track track,
@@ -638,8 +678,11 @@ void OfiContext::notice_closed_peers() noexcept {
   const std::uint64_t n = closes.load(std::memory_order_acquire);
   if (n == closes_seen_) return;
   closes_seen_ = n;
-  for (std::size_t i = 0; i < peers_.size(); ++i)
-    if (peers_[i].in_process && !peers_[i].dead && closed_here(peers_[i].context_id)) mark_dead(i);
+  // Only no more sends: marked dead by check_in_process_peers(), once what
+  // it sent before it closed (a packet, then its bye) has been read; a
+  // death declared now failed the receive that packet was for.
+  for (Peer& p : peers_)
+    if (p.in_process && !p.dead && closed_here(p.context_id)) p.closed = true;
 }
 
 Status OfiContext::send_control(std::size_t peer, const Control& c) noexcept {
@@ -648,7 +691,7 @@ Status OfiContext::send_control(std::size_t peer, const Control& c) noexcept {
   // 1.17's shm (a core's bye at teardown, right after another core in the
   // process closed).
   notice_closed_peers();
-  if (peers_[peer].dead) return Status::broken;
+  if (peers_[peer].dead || peers_[peer].closed) return Status::broken;
   Control out = c;
   // A hello names us by our url, which stays in place until close: it goes
   // as a second iovec, so an op holds only the fixed bytes.
@@ -980,6 +1023,21 @@ void OfiContext::park(const Control& c) noexcept {
     slot = &p;
     break;
   }
+  if (slot == nullptr && parked_.size() == max_parked_) {
+    // Full: a hello reported already, which the core passed over (a url it
+    // does not know, a gate that failed), makes room, the oldest first;
+    // else anyone who can send us packets could keep the list full and
+    // every real connector out for PIER_OFI_PARK_MS.
+    // (A hello without a url waits for a local connect_async() only.)
+    Parked* oldest = nullptr;
+    for (Parked& p : parked_)
+      if (p.reported && p.url_len > 0 && (!oldest || p.since < oldest->since)) oldest = &p;
+    if (oldest != nullptr) {
+      if ((oldest->hello.flags & flag_call_back) == 0)
+        refuse(oldest->hello, std::span<const std::byte>(oldest->url).first(oldest->url_len));
+      slot = oldest;
+    }
+  }
   if (slot == nullptr) {
     if (parked_.size() == max_parked_) {
       if (call_back) return;  // it comes again
@@ -1006,7 +1064,9 @@ void OfiContext::refuse(const Control& hello, std::span<const std::byte> url) no
   if (!peer) {
     const Result<UrlView> view = peek_url(url);
     if (!view) return;  // nobody we can reach
-    const Result<std::size_t> added = peer_of(*view);
+    // Bounded (max_wire_peers): beyond, the sender learns by its own
+    // deadline instead.
+    const Result<std::size_t> added = peer_of(*view, true);
     if (!added) return;
     peer = *added;
   }
@@ -1124,25 +1184,29 @@ void OfiContext::check_peers() noexcept {
   const auto now = std::chrono::steady_clock::now();
   check_in_process_peers();
   for (std::size_t i = 0; i < peers_.size(); ++i) {
-    Peer& p = peers_[i];
     // In-process peers: the list of open contexts says whether they are
     // there; a keep-alive to a closed one crashed libfabric 1.17's shm.
-    if (p.dead || p.in_process) continue;
-    if (p.pidfd >= 0) {
-      pollfd pfd{p.pidfd, POLLIN, 0};
+    // Peers known from a hello only are not watched.
+    if (peers_[i].dead || peers_[i].in_process || peers_[i].wire_only) continue;
+    if (peers_[i].pidfd >= 0) {
+      pollfd pfd{peers_[i].pidfd, POLLIN, 0};
       if (::poll(&pfd, 1, 0) > 0) {
-        PIER_LOG(debug, "ofi", "peer context {:x} exited", p.context_id);
+        PIER_LOG(debug, "ofi", "peer context {:x} exited", peers_[i].context_id);
         // What it sent before it went (its bye included) is taken first.
+        // That may add peers (a hello refused), so peers_[i] is looked up
+        // again after it, never held across.
         for (int round = 0; round < 16 && read_cq() > 0;) ++round;
         mark_dead(i);
         // libfabric's shm provider removes its file at close; a killed
         // process leaves it in /dev/shm (16 MiB each, one per kill). Its
         // owner has exited, so nobody opens that name again.
-        if (!p.shm_region.empty() && ::shm_unlink(p.shm_region.c_str()) == 0)
-          PIER_LOG(debug, "ofi", "removed the shm file {} of an exited peer", p.shm_region);
+        const std::string& region = peers_[i].shm_region;
+        if (!region.empty() && ::shm_unlink(region.c_str()) == 0)
+          PIER_LOG(debug, "ofi", "removed the shm file {} of an exited peer", region);
       }
       continue;
     }
+    Peer& p = peers_[i];
     if (keepalive_ms_ == 0 || now - p.last_keepalive < std::chrono::milliseconds(keepalive_ms_))
       continue;
     p.last_keepalive = now;

@@ -34,6 +34,9 @@ class OfiInstance;
 /// session (both tracks, and a newer instance of each), at most max_parked.
 inline constexpr std::size_t min_parked = 256;
 inline constexpr std::size_t max_parked = 16384;
+/// Peers known only from a hello's url (to refuse it), at most: the url
+/// came off the wire, so each costs an address-vector entry and nothing more.
+inline constexpr std::size_t max_wire_peers = 64;
 
 /// The largest small packet sent with fi_tinject (gathered on the stack).
 inline constexpr std::size_t max_inject = 1024;
@@ -191,6 +194,16 @@ class OfiContext final : public driver::Context {
     bool in_process = false;  ///< a context of this process: alive while registered
     std::string shm_region;   ///< its libfabric shm file, removed once it exits
     bool dead = false;
+    /// An in-process peer whose context closed: nothing more is sent to it
+    /// (a send crashed libfabric 1.17's shm); it is marked dead once what
+    /// it sent before has been read (check_in_process_peers).
+    bool closed = false;
+    /// Known from a hello's url only (refuse()): no pidfd, no liveness; a
+    /// caller's url for the same context replaces what the wire said.
+    bool wire_only = false;
+    std::uint32_t pid = 0;
+    std::array<std::byte, max_name> name{};
+    std::size_t name_len = 0;
     std::chrono::steady_clock::time_point last_keepalive{};
   };
 
@@ -213,7 +226,14 @@ class OfiContext final : public driver::Context {
   /// those of connectors (an acceptor's call back is not waited on).
   void expire_parked(std::chrono::steady_clock::time_point now) noexcept;
   /// The peer of `remote`, inserted into the address vector if new.
-  Result<std::size_t> peer_of(const UrlView& remote) noexcept;
+  /// `from_wire`: the url came in a hello (to refuse it), not from our
+  /// caller; such a peer gets no liveness checks and is replaced by the
+  /// caller's url of the same context, and at most max_wire_peers exist
+  /// (no_resource beyond).
+  Result<std::size_t> peer_of(const UrlView& remote, bool from_wire = false) noexcept;
+  /// Fills `p`'s address (and, for a caller's url, its liveness checks)
+  /// from `remote`.
+  Status describe_peer(Peer& p, const UrlView& remote, bool from_wire) noexcept;
   void retry_ops() noexcept;
   void check_peers() noexcept;
   /// Marks dead the peers that are contexts of this process no longer open.
@@ -252,6 +272,7 @@ class OfiContext final : public driver::Context {
   std::uint64_t id_ = 0;
   std::uint32_t provider_hash_ = 0;
   std::uint64_t closes_seen_ = 0;  ///< see notice_closed_peers()
+  std::size_t wire_peers_ = 0;     ///< peers_ that are wire_only
   std::uint32_t next_instance_ = 1;
   std::uint32_t cookie_ = 0;
   std::size_t send_queue_ = 256;

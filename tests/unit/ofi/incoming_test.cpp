@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "base/config.hpp"
@@ -120,7 +121,14 @@ TEST_P(OfiIncoming, AHelloWhoseUrlIsNotItsSendersIsNeverReported) {
   EXPECT_EQ(x.ctx->close(), Status::ok);
 }
 
-TEST_P(OfiIncoming, ParkedHellosAreBounded) {
+std::size_t open_descriptors() {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    n += e.exists() ? 1 : 0;
+  return n;
+}
+
+TEST_P(OfiIncoming, ParkedHellosAreBoundedAndThoseReportedMakeRoomForNewOnes) {
   std::vector<std::vector<std::byte>> urls;  // outlive the sends
   Node x, y;
   const Status st = make_node(GetParam(), x, on_demand());
@@ -129,9 +137,8 @@ TEST_P(OfiIncoming, ParkedHellosAreBounded) {
   ASSERT_EQ(make_node(GetParam(), y, on_demand()), Status::ok);
   Link l;
   ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
-  // As many peers as there is room for, and more: each its own context id
-  // at x's address. Those past the bound are refused (the refusals go to
-  // x, which drops them: they name contexts it is not).
+  // As many peers as there is room for, then more: each its own context
+  // id at x's address.
   const std::size_t extra = 40;
   const Url real = decode_url(x.url).value();
   for (std::size_t i = 0; i < min_parked + extra; ++i) {
@@ -139,16 +146,113 @@ TEST_P(OfiIncoming, ParkedHellosAreBounded) {
     u.context_id = real.context_id + 2 * (i + 1);
     urls.push_back(encode_url(u).value());
   }
-  for (std::size_t i = 0; i < urls.size(); ++i)
+  for (std::size_t i = 0; i < min_parked; ++i)
     ASSERT_EQ(forge_hello(x, y, decode_url(urls[i]).value().context_id, urls[i]), Status::ok) << i;
   std::vector<std::vector<std::byte>> reported;
   EXPECT_EQ(reports_within(x, y, std::chrono::milliseconds(1000), &reported),
             static_cast<int>(min_parked));
   for (std::size_t i = 0; i < reported.size(); ++i)
     EXPECT_TRUE(std::find(urls.begin(), urls.end(), reported[i]) != urls.end()) << i;
+  // The list is full of hellos the "core" passed over: each newcomer takes
+  // the place of the oldest (refused), so a flood of forged hellos cannot
+  // keep a real connector out. The refusals go to the urls the hellos
+  // named: no process is watched for them (before, each opened a pidfd on
+  // the pid the url named) and x drops them (they name contexts it is not).
+  const std::size_t fds = open_descriptors();
+  for (std::size_t i = min_parked; i < urls.size(); ++i)
+    ASSERT_EQ(forge_hello(x, y, decode_url(urls[i]).value().context_id, urls[i]), Status::ok) << i;
+  reported.clear();
+  EXPECT_EQ(reports_within(x, y, std::chrono::milliseconds(1000), &reported),
+            static_cast<int>(extra));
+  for (std::size_t i = 0; i < reported.size(); ++i)
+    EXPECT_TRUE(std::find(urls.begin() + min_parked, urls.end(), reported[i]) != urls.end()) << i;
+  EXPECT_LE(open_descriptors(), fds + 2);
   l = {};
   EXPECT_EQ(y.ctx->close(), Status::ok);
   EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+TEST_P(OfiIncoming, AHelloRefusedUnderAnotherContextsNameDoesNotRedirectALaterConnection) {
+  // z's context id, with x's address: a forged hello (anyone may claim any
+  // id), parked at y, passed over and refused there. y's later connection
+  // to z, from z's true url, must reach z, not x.
+  config::ScopedSet park("OFI_PARK_MS", "50");
+  std::vector<std::byte> forged;
+  Node x, y, z;
+  const Status st = make_node(GetParam(), x, on_demand());
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y, on_demand()), Status::ok);
+  ASSERT_EQ(make_node(GetParam(), z, on_demand()), Status::ok);
+  Link xy;
+  ASSERT_EQ(connect(x, y, Track::small, xy), Status::ok);
+  Url u = decode_url(x.url).value();
+  u.context_id = context_of(z);
+  forged = encode_url(u).value();
+  ASSERT_EQ(forge_hello(x, y, u.context_id, forged), Status::ok);
+  std::vector<std::vector<std::byte>> reported;
+  EXPECT_EQ(reports_within(x, y, std::chrono::milliseconds(300), &reported), 1);
+  (void)reports_within(x, y, std::chrono::milliseconds(200));  // expired and refused
+  Link yz;
+  EXPECT_EQ(connect(y, z, Track::large, yz), Status::ok);
+  if (yz.a && yz.b) {
+    std::vector<std::byte> src(64), dst(64);
+    fill(src, 5);
+    ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+    Packet s, r;
+    s.set_iovec(&siov, 1);
+    r.set_iovec(&riov, 1);
+    Status ss = yz.a->send_post(s), rs = yz.b->recv_post(r);
+    ASSERT_EQ(finish(*yz.a, s, &ss, *yz.b, r, &rs), Status::ok);
+    EXPECT_EQ(rs, Status::ok);
+    EXPECT_TRUE(same(dst, 5));
+  }
+  yz = {};
+  xy = {};
+  EXPECT_EQ(z.ctx->close(), Status::ok);
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+  EXPECT_EQ(x.ctx->close(), Status::ok);
+}
+
+TEST_P(OfiIncoming, WhatAContextSentBeforeItClosedArrivesBeforeTheClose) {
+  // Every packet owes a credit, which goes out while the packet is read:
+  // the credit for x's last packet finds x closed already. That must stop
+  // the credit, not declare x dead before its packet and bye are read
+  // (the receive for that packet then ended broken).
+  config::ScopedSet credits("OFI_CREDITS", "2");
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  std::vector<std::byte> src(64), dst(64);
+  fill(src, 9);
+  ::iovec siov{src.data(), src.size()}, riov{dst.data(), dst.size()};
+  Packet s, r;
+  s.set_iovec(&siov, 1);
+  r.set_iovec(&riov, 1);
+  ASSERT_TRUE(is_success(l.b->recv_post(r)));
+  Status ss = l.a->send_post(s);
+  const auto deadline = soon();
+  while (ss == Status::in_progress && Clock::now() < deadline) ss = l.a->send_poll(s);
+  ASSERT_EQ(ss, Status::ok);
+  (void)l.a->disconnect();
+  l.a.reset();
+  ASSERT_EQ(x.ctx->close(), Status::ok);
+  Status rs = Status::in_progress;
+  while (rs == Status::in_progress && Clock::now() < deadline) rs = l.b->recv_poll(r);
+  EXPECT_EQ(rs, Status::ok);
+  EXPECT_TRUE(same(dst, 9));
+  Packet after;
+  ::iovec aiov{dst.data(), dst.size()};
+  after.set_iovec(&aiov, 1);
+  Status as = l.b->recv_post(after);
+  while (as == Status::in_progress && Clock::now() < deadline) as = l.b->recv_poll(after);
+  EXPECT_EQ(as, Status::closed);
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
 }
 
 TEST_P(OfiIncoming, AHelloNobodyTakesIsRefusedAfterTheParkLimit) {
