@@ -5,9 +5,10 @@
 // on the same words, in other threads, lose nothing (PTL_COHERENT_ATOMICS):
 // an OpenSHMEM PE updates its symmetric memory locally while its peers
 // update it through Portals. Other elements (16-byte types, misaligned
-// ones, for which the host has no lock-free instruction) are loaded and
-// stored with memcpy, so a misaligned target costs speed, not undefined
-// behaviour.
+// ones) are loaded and stored with memcpy, so a misaligned target costs
+// speed, not undefined behaviour; so is a whole range that straddles two
+// iovec elements of the target, which the LIB gathers into a copy first
+// (target.cpp).
 #include "lib/atomic.hpp"
 
 #include <complex>

@@ -30,7 +30,8 @@ constexpr ptl_size_t four_gib = ptl_size_t{4} << 30;
 // an entry's offsets are then addresses), whether asked for or not. Not
 // offered: total data ordering (a large put's data may land after a later
 // small put's). Atomics are coherent with the host's own atomic
-// instructions on aligned elements of at most 8 bytes (lib/atomic.cpp).
+// instructions on aligned elements of at most 8 bytes within one iovec
+// element of the target (lib/atomic.cpp; docs/portals.md lists the rest).
 constexpr unsigned offered_features = PTL_TARGET_BIND_INACCESSIBLE | PTL_COHERENT_ATOMICS;
 
 int clamp_int(int v, int lo, int hi) {

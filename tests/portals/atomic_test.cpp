@@ -477,13 +477,22 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
 
   std::atomic<bool> stop{false};
   std::uint64_t host_adds = 0;
-  std::thread host([&] {
+  std::jthread host([&] {
     std::atomic_ref<std::uint64_t> w(word);
     while (!stop.load(std::memory_order_relaxed)) {
       w.fetch_add(1);
       ++host_adds;
     }
   });
+  // Stops and joins the thread on every way out, a failed ASSERT's too.
+  struct Stop {
+    std::atomic<bool>& flag;
+    std::jthread& thread;
+    ~Stop() {
+      flag = true;
+      if (thread.joinable()) thread.join();
+    }
+  } stopper{stop, host};
   std::uint64_t sent = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {

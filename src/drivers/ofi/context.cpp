@@ -494,32 +494,49 @@ Result<std::size_t> OfiContext::peer_of(const UrlView& remote, bool from_wire) n
     if (p.wire_only && !from_wire) {
       const bool same = p.pid == remote.pid && p.name_len == remote.name.size() &&
                         std::equal(remote.name.begin(), remote.name.end(), p.name.begin());
+      // Described aside, and taken only whole: a failure leaves the peer
+      // as it was (and counted as it was).
       Peer fresh;
       fresh.context_id = remote.context_id;
-      if (Status s = describe_peer(same ? p : fresh, remote, false); s != Status::ok) return s;
-      if (!same) p = std::move(fresh);
-      p.wire_only = false;
+      if (same) fresh.addr = p.addr;
+      if (Status s = describe_peer(fresh, remote, false, !same); s != Status::ok) {
+        if (fresh.pidfd >= 0) ::close(fresh.pidfd);
+        return s;
+      }
+      fresh.last_keepalive = p.last_keepalive;
+      p = std::move(fresh);
       --wire_peers_;
     }
     return i;
   }
   if (from_wire && wire_peers_ >= max_wire_peers) return Status::no_resource;
-  try {
-    Peer p;
-    p.context_id = remote.context_id;
-    if (Status s = describe_peer(p, remote, from_wire); s != Status::ok) return s;
-    peers_.push_back(std::move(p));
-  } catch (...) {
-    return Status::no_memory;
+  Peer p;
+  p.context_id = remote.context_id;
+  Status s = describe_peer(p, remote, from_wire);
+  // Its descriptor, if it opened one, is closed on any failure (a Peer
+  // does not own it: the list's entries are closed at close_fabric()).
+  const int pidfd = p.pidfd;
+  if (s == Status::ok) {
+    try {
+      peers_.push_back(std::move(p));
+    } catch (...) {
+      s = Status::no_memory;
+    }
+  }
+  if (s != Status::ok) {
+    if (pidfd >= 0) ::close(pidfd);
+    return s;
   }
   wire_peers_ += from_wire;
   return peers_.size() - 1;
 }
 
-Status OfiContext::describe_peer(Peer& p, const UrlView& remote, bool from_wire) noexcept {
+Status OfiContext::describe_peer(Peer& p, const UrlView& remote, bool from_wire,
+                                 bool insert) noexcept {
   const bool same_host = remote.host_key == host_key();
   const bool this_process = same_host && remote.pid == static_cast<std::uint32_t>(::getpid());
   p.wire_only = from_wire;
+  p.this_process = this_process;
   p.pid = remote.pid;
   p.name_len = std::min(remote.name.size(), p.name.size());
   std::copy_n(remote.name.begin(), p.name_len, p.name.begin());
@@ -529,8 +546,8 @@ Status OfiContext::describe_peer(Peer& p, const UrlView& remote, bool from_wire)
   // A context of ours that closed: nothing would ever answer, and its
   // address is not even inserted.
   p.dead = this_process && closed_here(remote.context_id);
-  p.addr = FI_ADDR_NOTAVAIL;
-  if (!p.dead) {
+  if (insert) p.addr = FI_ADDR_NOTAVAIL;
+  if (insert && !p.dead) {
     // A name ends where its length says: some providers read it as a
     // string, so it goes in zero-terminated, never as the bytes that
     // happen to follow it.
@@ -681,8 +698,12 @@ void OfiContext::notice_closed_peers() noexcept {
   // Only no more sends: marked dead by check_in_process_peers(), once what
   // it sent before it closed (a packet, then its bye) has been read; a
   // death declared now failed the receive that packet was for.
+  // A peer known from a hello only is never declared dead (nothing
+  // watches it), but a context of this process that closed takes no send
+  // either.
   for (Peer& p : peers_)
-    if (p.in_process && !p.dead && closed_here(p.context_id)) p.closed = true;
+    if ((p.in_process || (p.wire_only && p.this_process)) && !p.dead && closed_here(p.context_id))
+      p.closed = true;
 }
 
 Status OfiContext::send_control(std::size_t peer, const Control& c) noexcept {
@@ -707,6 +728,7 @@ Status OfiContext::send_control_bytes(std::size_t peer, const ControlBytes& head
   if (op == nullptr) return Status::no_resource;
   op->ctl = head;
   op->peer = peers_[peer].addr;
+  op->control_peer = peer;
   std::array<::iovec, 2> iov{::iovec{op->ctl.data(), op->ctl.size()},
                              ::iovec{const_cast<std::byte*>(tail.data()), tail.size()}};
   const std::size_t n = tail.empty() ? 1 : 2;
@@ -747,12 +769,6 @@ bool OfiContext::sends_in_provider() const noexcept {
   return std::any_of(ops_.begin(), ops_.end(), [](const Op& op) {
     return op.in_provider && op.kind != Op::Kind::recv && op.kind != Op::Kind::control_recv;
   });
-}
-
-std::optional<std::size_t> OfiContext::peer_of_addr(std::uint64_t addr) const noexcept {
-  for (std::size_t i = 0; i < peers_.size(); ++i)
-    if (peers_[i].addr == addr) return i;
-  return std::nullopt;
 }
 
 std::size_t OfiContext::read_cq() noexcept {
@@ -906,7 +922,11 @@ void OfiContext::on_error(Op* op, const fi_cq_err_entry& e) noexcept {
       return;
     case Op::Kind::control_send: {
       PIER_LOG(debug, "ofi", "control message failed: {}", fi_strerror(err));
-      if (auto p = peer_of_addr(op->peer); p && err != FI_ECANCELED) mark_dead(*p);
+      // Charged to the peer it was sent to: a peer known from a hello may
+      // share a real peer's address (a forged url naming its endpoint).
+      if (err != FI_ECANCELED && op->control_peer < peers_.size() &&
+          peers_[op->control_peer].addr == op->peer && !peers_[op->control_peer].wire_only)
+        mark_dead(op->control_peer);
       maybe_free(op);
       return;
     }

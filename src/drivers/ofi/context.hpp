@@ -75,6 +75,9 @@ struct Op {
   std::uint64_t data = 0;  ///< completion remote CQ data (receives)
   Rdv rdv{};               ///< a send's rendezvous target
   std::uint64_t peer = 0;  ///< fi_addr_t of the target (sends)
+  /// A control send's peer (its index in the context's list): a failure
+  /// is charged to it, not to whichever peer shares its address.
+  std::size_t control_peer = 0;
   Op* next_free = nullptr;
   ControlBytes ctl{};        ///< a control message's bytes (a hello's url follows from the context)
   std::byte* buf = nullptr;  ///< a control receive's buffer (control_max_size bytes)
@@ -201,6 +204,7 @@ class OfiContext final : public driver::Context {
     /// Known from a hello's url only (refuse()): no pidfd, no liveness; a
     /// caller's url for the same context replaces what the wire said.
     bool wire_only = false;
+    bool this_process = false;  ///< its url names this process (its context may not be ours)
     std::uint32_t pid = 0;
     std::array<std::byte, max_name> name{};
     std::size_t name_len = 0;
@@ -233,7 +237,9 @@ class OfiContext final : public driver::Context {
   Result<std::size_t> peer_of(const UrlView& remote, bool from_wire = false) noexcept;
   /// Fills `p`'s address (and, for a caller's url, its liveness checks)
   /// from `remote`.
-  Status describe_peer(Peer& p, const UrlView& remote, bool from_wire) noexcept;
+  /// `insert`: also into the address vector (not when `p` already has the
+  /// address: a provider may hand out a second one for the same name).
+  Status describe_peer(Peer& p, const UrlView& remote, bool from_wire, bool insert = true) noexcept;
   void retry_ops() noexcept;
   void check_peers() noexcept;
   /// Marks dead the peers that are contexts of this process no longer open.
@@ -249,7 +255,6 @@ class OfiContext final : public driver::Context {
   OfiInstance* find_ready() noexcept;
   void start_progress_thread();
   void stop_progress_thread() noexcept;
-  std::optional<std::size_t> peer_of_addr(std::uint64_t addr) const noexcept;
 
   std::string wanted_;
   mutable bool chosen_ = false;
