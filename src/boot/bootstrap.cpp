@@ -91,7 +91,13 @@ Status Bootstrap::put(std::string_view key, std::span<const std::byte> value) {
     staged_[at->second].second.assign(value.begin(), value.end());
     return Status::ok;
   }
-  staged_.emplace_back(at->first, std::vector<std::byte>(value.begin(), value.end()));
+  // The index must never name a slot that does not exist: undo it if the push fails.
+  try {
+    staged_.emplace_back(at->first, std::vector<std::byte>(value.begin(), value.end()));
+  } catch (...) {
+    staged_at_.erase(at);
+    throw;
+  }
   return Status::ok;
 }
 
