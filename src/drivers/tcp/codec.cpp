@@ -13,12 +13,20 @@ namespace {
 void put_u16(std::byte* p, std::uint16_t v) noexcept {
   for (int i = 0; i < 2; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
 }
+void put_u32(std::byte* p, std::uint32_t v) noexcept {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
 void put_u64(std::byte* p, std::uint64_t v) noexcept {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
 }
 std::uint16_t get_u16(const std::byte* p) noexcept {
   return static_cast<std::uint16_t>(static_cast<unsigned>(p[0]) |
                                     (static_cast<unsigned>(p[1]) << 8));
+}
+std::uint32_t get_u32(const std::byte* p) noexcept {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(p[i]) << (8 * i);
+  return v;
 }
 std::uint64_t get_u64(const std::byte* p) noexcept {
   std::uint64_t v = 0;
@@ -57,6 +65,7 @@ UrlBytes encode_url(const Url& url) noexcept {
   out[0] = static_cast<std::byte>(url_version);
   out[1] = static_cast<std::byte>(url.family);
   put_u16(out.data() + 2, url.port);
+  put_u32(out.data() + 4, url.small_limit);
   put_u64(out.data() + 8, url.context_id);
   for (std::size_t i = 0; i < 16; ++i) out[16 + i] = url.address[i];
   if (url.family == 4)
@@ -72,7 +81,8 @@ Result<Url> decode_url(std::span<const std::byte> in) noexcept {
   url.family = static_cast<std::uint8_t>(p[1]);
   if (url.family != 4 && url.family != 6) return Status::malformed;
   url.port = get_u16(p + 2);
-  if (url.port == 0 || !zero(p + 4, 4)) return Status::malformed;
+  url.small_limit = get_u32(p + 4);
+  if (url.port == 0 || url.small_limit < min_small_limit) return Status::malformed;
   url.context_id = get_u64(p + 8);
   for (std::size_t i = 0; i < 16; ++i) url.address[i] = p[16 + i];
   if (url.family == 4 && !zero(p + 20, 12)) return Status::malformed;

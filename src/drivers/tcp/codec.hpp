@@ -38,16 +38,23 @@ void encode_frame_header(std::span<std::byte, frame_header_size> out,
 Result<FrameHeader> decode_frame_header(std::span<const std::byte> in) noexcept;
 
 /// Url of a context, 32 bytes:
-///   [0] u8 version (1)  [1] u8 family (4 or 6)  [2] u16 port
-///   [4] u32 reserved    [8] u64 context id (random per context)
+///   [0] u8 version (2)  [1] u8 family (4 or 6)  [2] u16 port
+///   [4] u32 small limit: the context's small-track receive buffer, bytes
+///   [8] u64 context id (random per context)
 ///   [16] 16 bytes address (IPv4 in the first 4, the rest zero)
+/// The small limit travels so that a peer configured with a larger
+/// PIER_TCP_RECV_BUFFER refuses, at its send, a packet we could not take
+/// (it broke the connection as malformed at our end before).
 inline constexpr std::size_t url_size = 32;
-inline constexpr std::uint8_t url_version = 1;
+inline constexpr std::uint8_t url_version = 2;
+/// The smallest small-track receive buffer a url may name (the key's minimum).
+inline constexpr std::uint32_t min_small_limit = 4096;
 using UrlBytes = std::array<std::byte, url_size>;
 
 struct Url {
   std::uint8_t family = 4;  ///< 4 or 6
   std::uint16_t port = 0;
+  std::uint32_t small_limit = min_small_limit;
   std::uint64_t context_id = 0;
   std::array<std::byte, 16> address{};
 };

@@ -29,7 +29,7 @@ inline const config::IntKey send_queue_key{"TCP_SEND_QUEUE", 64, 1, 65536,
 inline const config::IntKey recv_buffer_key{
     "TCP_RECV_BUFFER",
     std::int64_t{256} * 1024,
-    4096,
+    min_small_limit,
     1 << 30,
     "receive buffer of a small-track instance; the largest small packet is this less 16 bytes",
     config::Type::size};
@@ -177,6 +177,7 @@ Result<std::vector<std::byte>> TcpContext::init() {
     }
   } while (id_ == 0);
   self.context_id = id_;
+  self.small_limit = static_cast<std::uint32_t>(recv_buffer_);
   url_ = encode_url(self);
   handshakes_.reserve(max_handshakes_);
   parked_.reserve(max_handshakes_);

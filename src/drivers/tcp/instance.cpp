@@ -39,8 +39,8 @@ TcpInstance::TcpInstance(TcpContext& ctx, driver::Track track)
       track_(track),
       slots_(ctx.send_queue_size()),
       rbuf_(ctx.recv_buffer_size(track)),
-      max_packet_(track == driver::Track::small ? rbuf_.size() - frame_header_size
-                                                : ~std::size_t{0}) {
+      recv_max_(track == driver::Track::small ? rbuf_.size() - frame_header_size
+                                              : ~std::size_t{0}) {
   // A staged packet fits a small track's receive buffer on either track.
   stage_len_ = ctx.recv_buffer_size(driver::Track::small) - frame_header_size;
   stage_.reset(new std::byte[frame_header_size + stage_len_]);
@@ -61,6 +61,8 @@ Status TcpInstance::connect_async(std::span<const std::byte> remote_url) {
   Result<Url> url = decode_url(remote_url);
   if (!url) return Status::invalid_argument;
   std::copy(remote_url.begin(), remote_url.end(), remote_.begin());
+  // The peer's small track takes no more than its url says, whatever ours takes.
+  send_max_ = track_ == driver::Track::small ? url->small_limit - frame_header_size : recv_max_;
   const UrlBytes& self = ctx_.url();
   if (remote_ == self) return Status::invalid_argument;  // a context cannot be its own peer
   const bool acceptor = std::lexicographical_compare(remote_.begin(), remote_.end(), self.begin(),

@@ -158,7 +158,8 @@ class TcpInstance final : public driver::Instance {
   std::uint64_t frame_len_ = 0;
   std::uint64_t frame_left_ = 0;
   std::uint64_t discard_left_ = 0;
-  std::size_t max_packet_ = 0;
+  std::size_t recv_max_ = 0;  ///< the largest packet our receive buffer takes
+  std::size_t send_max_ = 0;  ///< the largest the peer's takes (from its url)
   driver::Packet* rpkt_ = nullptr;
   /// A frame handed out by recv_poll() in rbuf_, until recv_buf_release():
   /// nothing may move the buffer meanwhile.

@@ -208,7 +208,7 @@ void TcpInstance::progress_recv() noexcept {
       }
       const std::byte* at = rbuf_.data() + rhead_;
       Result<FrameHeader> h = decode_frame_header({at, frame_header_size});
-      if (!h || (h->type == frame_data && h->length > max_packet_) ||
+      if (!h || (h->type == frame_data && h->length > recv_max_) ||
           (h->type == frame_local && h->length > max_local_payload)) {
         PIER_LOG(warn, "tcp", "malformed frame from {}: dropping the connection",
                  to_text(decode_url(remote_).value_or(Url{})));

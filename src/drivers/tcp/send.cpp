@@ -54,14 +54,14 @@ Status TcpInstance::send_buf_get(driver::Packet& pkt) {
   stage_state_ = Stage::lent;
   pkt.form = driver::Packet::Form::buffer;
   pkt.buf = stage_.get() + frame_header_size;
-  pkt.buf_len = stage_len_;
+  pkt.buf_len = std::min(stage_len_, send_max_);
   pkt.driver_data[0] = 0;
   return Status::ok;
 }
 
 Status TcpInstance::send_buf_post(driver::Packet& pkt, std::size_t len) {
   if (stage_state_ != Stage::lent || pkt.form != driver::Packet::Form::buffer ||
-      pkt.buf != stage_.get() + frame_header_size || len > stage_len_)
+      pkt.buf != stage_.get() + frame_header_size || len > std::min(stage_len_, send_max_))
     return Status::invalid_argument;
   if (const Status st = post_state(); st != Status::ok || sends_ended_) {
     stage_state_ = Stage::free;
@@ -96,7 +96,7 @@ Status TcpInstance::send_post(driver::Packet& pkt) {
   // with a length crashed in the copy; a chunk past its data's end spun).
   if (const Status st = driver::validate_post(pkt, max_iov, true); st != Status::ok) return st;
   const std::size_t len = packet_bytes(pkt);
-  if (len > max_packet_) return Status::invalid_argument;
+  if (len > send_max_) return Status::invalid_argument;
   if (send_count_ == slots_.size()) return Status::no_resource;
 
   SendSlot& slot = slots_[(send_head_ + send_count_) % slots_.size()];

@@ -45,16 +45,21 @@ TEST(TcpCodec, UrlGoldenAndRoundTrip) {
   u.address[0] = std::byte{127};
   u.address[3] = std::byte{1};
   const UrlBytes b = encode_url(u);
-  EXPECT_EQ(std::vector<std::byte>(b.begin(), b.end()),
-            bytes({1,   4, 0x34, 0x12, 0, 0, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
-                   127, 0, 0,    1,    0, 0, 0, 0, 0,    0,    0,    0,    0,    0,    0,    0}));
+  EXPECT_EQ(
+      std::vector<std::byte>(b.begin(), b.end()),
+      bytes({2,   4, 0x34, 0x12, 0, 0x10, 0, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+             127, 0, 0,    1,    0, 0,    0, 0, 0,    0,    0,    0,    0,    0,    0,    0}));
   Result<Url> back = decode_url(b);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->port, 0x1234);
   EXPECT_EQ(back->context_id, u.context_id);
+  EXPECT_EQ(back->small_limit, min_small_limit);
   UrlBytes bad = b;
-  bad[0] = std::byte{2};
+  bad[0] = std::byte{1};
   EXPECT_EQ(decode_url(bad).status(), Status::version_mismatch);
+  bad = b;
+  bad[5] = std::byte{0x0f};  // a small limit under the least a context may have
+  EXPECT_EQ(decode_url(bad).status(), Status::malformed);
   bad = b;
   bad[1] = std::byte{5};
   EXPECT_EQ(decode_url(bad).status(), Status::malformed);

@@ -198,6 +198,51 @@ TEST_F(TcpPair, ABufferSendTheSocketCouldNotTakeFinishesWhileTheSenderOnlyReceiv
   EXPECT_EQ(p.b->recv_buf_release(in), Status::ok);
 }
 
+/// Each side's PIER_TCP_RECV_BUFFER is its own. A packet larger than the
+/// peer's small track takes was sent anyway, and the peer broke the
+/// connection as malformed: both sides lost it. The url now carries the
+/// limit, and the send is refused at the sender, the connection intact.
+TEST(TcpLimits, APacketLargerThanThePeersSmallTrackTakesIsRefusedAtTheSend) {
+  Node a = make_node();
+  Node b;
+  {
+    config::ScopedSet small("TCP_RECV_BUFFER", "16384");
+    ASSERT_EQ(small.status(), Status::ok);
+    b = make_node();
+  }
+  ASSERT_TRUE(a.ctx && b.ctx);
+  Pair p = connect_pair(a, b);
+  ASSERT_TRUE(p.a && p.b);
+  constexpr std::size_t b_takes = 16384 - 16;
+
+  Buf too_big(b_takes + 1);
+  EXPECT_EQ(p.a->send_post(too_big.pkt), Status::invalid_argument);
+  Packet lent;
+  ASSERT_EQ(p.a->send_buf_get(lent), Status::ok);
+  EXPECT_EQ(lent.buf_len, b_takes) << "a buffer send offers more than the peer takes";
+  EXPECT_EQ(p.a->send_buf_post(lent, b_takes + 1), Status::invalid_argument);
+  for (std::size_t i = 0; i < b_takes; ++i) lent.buf[i] = static_cast<std::byte>(i * 3);
+  ASSERT_EQ(p.a->send_buf_post(lent, b_takes), Status::ok);
+  Buf in(b_takes);
+  ASSERT_TRUE(is_success(p.b->recv_post(in.pkt)));
+  ASSERT_EQ(p.b->recv_wait(in.pkt, soon()), Status::ok) << "the connection did not survive";
+  ASSERT_EQ(in.pkt.length, b_takes);
+  for (std::size_t i = 0; i < b_takes; ++i)
+    ASSERT_EQ(in.bytes[i], static_cast<std::byte>(i * 3)) << i;
+
+  // The other way, b may send what a takes, beyond its own limit.
+  Buf large(100000);
+  Buf back(100000, 0);
+  ASSERT_TRUE(is_success(p.a->recv_post(back.pkt)));
+  Status st = p.b->send_post(large.pkt);
+  ASSERT_TRUE(is_success(st)) << to_string(st);
+  if (st == Status::in_progress) {
+    EXPECT_EQ(p.b->send_wait(large.pkt, soon()), Status::ok);
+  }
+  ASSERT_EQ(p.a->recv_wait(back.pkt, soon()), Status::ok);
+  EXPECT_EQ(back.bytes, large.bytes);
+}
+
 TEST_F(TcpPair, IovecAndZeroLength) {
   Pair p = connect_pair(x_, y_);
   ASSERT_TRUE(p.a && p.b);
