@@ -75,6 +75,7 @@ std::vector<std::byte> encode_url(const Url& url) {
   store_u8(o, 4, codec_version);
   std::copy(url.boot_id.begin(), url.boot_id.end(), out.begin() + 8);
   store_u32(o, 24, url.pid);
+  store_u32(o, 28, url.max_packet);
   store_u64(o, 32, url.nonce);
   store_u64(o, 40, url.probe_addr);
   store_u64(o, 48, url.probe_value);
@@ -84,14 +85,15 @@ std::vector<std::byte> encode_url(const Url& url) {
 Result<Url> decode_url(std::span<const std::byte> in) noexcept {
   if (in.size() != Url::size || !has_magic(in, url_magic)) return Status::malformed;
   if (load_u8(in, 4) != codec_version) return Status::version_mismatch;
-  if (!all_zero(in, 5, 3) || !all_zero(in, 28, 4)) return Status::malformed;
+  if (!all_zero(in, 5, 3)) return Status::malformed;
   Url url;
   std::copy(in.begin() + 8, in.begin() + 24, url.boot_id.begin());
   url.pid = load_u32(in, 24);
+  url.max_packet = load_u32(in, 28);
   url.nonce = load_u64(in, 32);
   url.probe_addr = load_u64(in, 40);
   url.probe_value = load_u64(in, 48);
-  if (url.pid == 0) return Status::malformed;
+  if (url.pid == 0 || url.max_packet == 0) return Status::malformed;
   return url;
 }
 

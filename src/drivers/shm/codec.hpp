@@ -3,8 +3,9 @@
 // bytes checked to be zero. Decoders trust no length and answer a Status.
 //
 //   url    (56 B) magic "pshm", version, 3 reserved, boot id (16), pid (u32),
-//                 reserved (u32), nonce (u64), probe address (u64), probe
-//                 value (u64). The listening socket is the abstract name
+//                 max packet (u32: the context's PIER_SHM_MAX_PACKET, so a
+//                 peer sends us no larger packet), nonce (u64), probe
+//                 address (u64), probe value (u64). The listening socket is the abstract name
 //                 "pier-shm-<pid>-<nonce>"; the probe word lets a peer test
 //                 single copy into this process without asking it.
 // Messages on the control socket are seed-003 driver-local packets: the
@@ -40,7 +41,7 @@
 
 namespace pier::drivers::shm {
 
-inline constexpr std::uint8_t codec_version = 1;
+inline constexpr std::uint8_t codec_version = 2;  // 2: the url names its max packet
 
 /// Driver-local subtypes on the control socket.
 enum class LocalType : std::uint16_t { hello = 1, reply = 2, wake = 3 };
@@ -59,6 +60,7 @@ struct Url {
   static constexpr std::size_t size = 56;
   std::array<std::byte, 16> boot_id{};
   std::uint32_t pid = 0;
+  std::uint32_t max_packet = 0;  ///< the largest small packet this context takes; not 0
   std::uint64_t nonce = 0;
   std::uint64_t probe_addr = 0;
   std::uint64_t probe_value = 0;

@@ -140,6 +140,7 @@ Result<std::vector<std::byte>> ShmContext::init() {
   }
   url_.boot_id = *boot;
   url_.pid = static_cast<std::uint32_t>(::getpid());
+  url_.max_packet = settings_.max_packet;
   probe_word_ = random_u64() | 1;
   url_.probe_addr = reinterpret_cast<std::uintptr_t>(&probe_word_);
   url_.probe_value = probe_word_;

@@ -162,7 +162,7 @@ Status ShmInstance::send_hello() noexcept {
   segment_fd_.reset();
   hello_sent_ = true;
   reply_pending_ = true;
-  max_packet_ = ctx_->settings().max_packet;
+  max_packet_ = std::min(ctx_->settings().max_packet, remote_.max_packet);
   attach_rings(true, layout_);
   phase_ = Phase::connected;
   return Status::ok;
@@ -238,7 +238,10 @@ void ShmInstance::adopt(Fd sock, const Hello& hello, Fd segment) noexcept {
     fail(Status::broken);
     return;
   }
-  max_packet_ = hello.max_packet;
+  // The rings take the connector's largest packet; each side sends no more
+  // than the smaller of the two sides' own, so neither gets a packet larger
+  // than its PIER_SHM_MAX_PACKET (its caps) says.
+  max_packet_ = std::min({hello.max_packet, ctx_->settings().max_packet, remote_.max_packet});
   attach_rings(false, h);
   phase_ = Phase::connected;
   PIER_LOG(debug, "shm", "connected to pid {} (track {}, single copy {})", peer_pid_,

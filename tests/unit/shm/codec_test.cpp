@@ -20,6 +20,7 @@ Url sample_url() {
   Url u;
   for (std::size_t i = 0; i < 16; ++i) u.boot_id[i] = static_cast<std::byte>(0xa0 + i);
   u.pid = 0x01020304;
+  u.max_packet = 0x41424344;
   u.nonce = 0x1112131415161718;
   u.probe_addr = 0x2122232425262728;
   u.probe_value = 0x3132333435363738;
@@ -28,10 +29,10 @@ Url sample_url() {
 
 TEST(ShmCodec, UrlGoldenBytes) {
   const std::vector<std::byte> want = bytes({
-      'p',  's',  'h',  'm',  1,    0,    0,    0,     // magic, version, reserved
+      'p',  's',  'h',  'm',  2,    0,    0,    0,     // magic, version, reserved
       0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,  // boot id
       0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf,  //
-      4,    3,    2,    1,    0,    0,    0,    0,     // pid, reserved
+      4,    3,    2,    1,    0x44, 0x43, 0x42, 0x41,  // pid, max packet
       0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,  // nonce
       0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21,  // probe address
       0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31,  // probe value
@@ -40,6 +41,7 @@ TEST(ShmCodec, UrlGoldenBytes) {
   Result<Url> back = decode_url(want);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->pid, 0x01020304u);
+  EXPECT_EQ(back->max_packet, 0x41424344u);
   EXPECT_EQ(back->nonce, 0x1112131415161718u);
   EXPECT_EQ(back->probe_addr, 0x2122232425262728u);
   EXPECT_EQ(back->probe_value, 0x3132333435363738u);
@@ -54,13 +56,16 @@ TEST(ShmCodec, HostileUrlsAreRejected) {
   bad[0] = std::byte{'x'};
   EXPECT_EQ(decode_url(bad).status(), Status::malformed);
   bad = good;
-  bad[4] = std::byte{2};
+  bad[4] = std::byte{1};
   EXPECT_EQ(decode_url(bad).status(), Status::version_mismatch);
   bad = good;
   bad[6] = std::byte{1};  // reserved
   EXPECT_EQ(decode_url(bad).status(), Status::malformed);
   bad = good;
   for (int i = 24; i < 28; ++i) bad[i] = std::byte{0};  // pid 0
+  EXPECT_EQ(decode_url(bad).status(), Status::malformed);
+  bad = good;
+  for (int i = 28; i < 32; ++i) bad[i] = std::byte{0};  // max packet 0
   EXPECT_EQ(decode_url(bad).status(), Status::malformed);
 }
 
@@ -86,7 +91,7 @@ TEST(ShmCodec, ControlMessagesAreDriverLocalPackets) {
   EXPECT_EQ(back->ring_lines, 8192u);
   EXPECT_EQ(back->max_packet, 32768u);
   EXPECT_EQ(back->segment_size, segment_size(8192));
-  const std::vector<std::byte> body = bytes({'p', 's', 'H', 'L', 1, 1, 0, 0});
+  const std::vector<std::byte> body = bytes({'p', 's', 'H', 'L', 2, 1, 0, 0});
   EXPECT_TRUE(std::equal(body.begin(), body.end(), c->body.begin()));
 
   const auto wake_msg = encode_wake();
@@ -120,8 +125,8 @@ TEST(ShmCodec, HostileControlMessagesAreRejected) {
   body[5] = std::byte{0};
   body[4] = std::byte{7};
   EXPECT_EQ(decode_hello(body).status(), Status::version_mismatch);
-  EXPECT_EQ(decode_reply(bytes({'p', 's', 'R', 'P', 1, 3, 0, 0})).status(), Status::malformed);
-  EXPECT_EQ(decode_reply(bytes({'p', 's', 'R', 'P', 1, 0, 0})).status(), Status::malformed);
+  EXPECT_EQ(decode_reply(bytes({'p', 's', 'R', 'P', 2, 3, 0, 0})).status(), Status::malformed);
+  EXPECT_EQ(decode_reply(bytes({'p', 's', 'R', 'P', 2, 0, 0})).status(), Status::malformed);
 }
 
 TEST(ShmCodec, RendezvousDataAndDoneRecord) {

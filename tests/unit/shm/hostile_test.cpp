@@ -37,6 +37,7 @@ struct FakePeer {
     EXPECT_TRUE(r.has_value());
     url.boot_id = r->boot_id;
     url.pid = static_cast<std::uint32_t>(::getpid());
+    url.max_packet = 4096;  // as its segment header and hello say
     url.nonce = 0;
     url_bytes = encode_url(url);
   }

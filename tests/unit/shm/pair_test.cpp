@@ -178,6 +178,45 @@ TEST(ShmPair, OversizedSmallPacketAndSecondReceiveAreInvalid) {
   EXPECT_EQ(p.ib->recv_poll(r1), Status::in_progress);  // now a buffer poll: nothing there
 }
 
+/// PIER_SHM_MAX_PACKET is each process's own. The rings take the
+/// connector's largest packet, so one side sent packets larger than the
+/// other's caps said it takes (or was refused below its own caps). The url
+/// now names each side's limit and both send no more than the smaller.
+TEST(ShmPair, SidesConfiguredDifferentlySendNoMoreThanTheSmallerMaxPacket) {
+  Side big = make_side();
+  Side small;
+  {
+    config::ScopedSet limit("SHM_MAX_PACKET", "4096");
+    ASSERT_EQ(limit.status(), Status::ok);
+    small = make_side();
+  }
+  ASSERT_EQ(small.caps.max_packet, 4096u);
+  ASSERT_GT(big.caps.max_packet, 4096u);
+  std::unique_ptr<Instance> ib = open(big, Track::small);
+  std::unique_ptr<Instance> is = open(small, Track::small);
+  ASSERT_EQ(connect_pair(*ib, big, *is, small), Status::ok);
+  for (Instance* from : {ib.get(), is.get()}) {
+    Instance* to = from == ib.get() ? is.get() : ib.get();
+    Packet lent;
+    ASSERT_EQ(from->send_buf_get(lent), Status::ok);
+    EXPECT_EQ(lent.buf_len, 4096u) << "a buffer send offers more than the smaller side takes";
+    EXPECT_EQ(from->send_buf_post(lent, 4097), Status::invalid_argument);
+    ASSERT_EQ(from->send_buf_post(lent, 0), Status::ok);
+    Packet r;
+    ASSERT_EQ(to->recv_poll(r), Status::ok);
+    ASSERT_EQ(to->recv_buf_release(r), Status::ok);
+    Packet s;
+    ::iovec v;
+    EXPECT_EQ(send_bytes(*from, pattern(4097, 1), s, v), Status::invalid_argument);
+    const auto fits = pattern(4096, 2);
+    ASSERT_EQ(send_bytes(*from, fits, s, v), Status::ok);
+    ASSERT_EQ(to->recv_poll(r), Status::ok);
+    ASSERT_EQ(r.buf_len, 4096u);
+    EXPECT_EQ(0, std::memcmp(r.buf, fits.data(), fits.size()));
+    ASSERT_EQ(to->recv_buf_release(r), Status::ok);
+  }
+}
+
 TEST(ShmPair, SecondInstanceToTheSamePeerAndTrackIsInUse) {
   Pair p;
   ASSERT_EQ(p.connected, Status::ok);
