@@ -141,13 +141,24 @@ bool apply_one(ptl_op_t op, T& t, const T& d, const T& operand) {
   }
 }
 
+#ifdef __SIZEOF_INT128__
+// 16-byte elements (double complex, long double) go through libatomic, which
+// uses the host's 16-byte compare-and-swap (cmpxchg16b) where the CPU has it,
+// as the host's own 16-byte atomics do, so the two stay coherent.
+using HostWord16 = unsigned __int128;
+#else
+using HostWord16 = void;
+#endif
+
 /// The unsigned integer of `n` bytes the host updates atomically, or void.
 template <std::size_t n>
 using HostWord = std::conditional_t<
     n == 1, std::uint8_t,
-    std::conditional_t<n == 2, std::uint16_t,
-                       std::conditional_t<n == 4, std::uint32_t,
-                                          std::conditional_t<n == 8, std::uint64_t, void>>>>;
+    std::conditional_t<
+        n == 2, std::uint16_t,
+        std::conditional_t<n == 4, std::uint32_t,
+                           std::conditional_t<n == 8, std::uint64_t,
+                                              std::conditional_t<n == 16, HostWord16, void>>>>>;
 
 /// Applies `op` to the element at `at` with compare-and-swap until no other
 /// writer came between our load and our store; `old` gets the value replaced.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <complex>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 
 #include "fixture.hpp"
@@ -514,6 +515,79 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
   EXPECT_GT(host_adds, 0u);
   EXPECT_EQ(std::atomic_ref<std::uint64_t>(word).load(), portals_adds + host_adds)
       << (portals_adds + host_adds - word) << " adds lost";
+  EXPECT_EQ(PtlCTFree(landed), PTL_OK);
+}
+
+// The same for 16-byte elements: Portals add (1, 0) to a double complex
+// while a thread adds (0, i) with the host's 16-byte compare-and-swap. Each
+// part counts one side's adds, so a lost update shows in its own part.
+TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnSixteenByteAtomics) {
+  using Word = unsigned __int128;
+  using Complex = std::complex<double>;
+  constexpr ptl_match_bits_t bits = 8;
+  constexpr std::uint64_t portals_adds = 20000;
+  alignas(16) static Complex value;
+  value = Complex(0, 0);
+  ptl_handle_ct_t landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  append(me(&value, sizeof value, PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM,
+            bits, 0, landed));
+  (void)next_event(teq_);  // the LINK event
+  alignas(16) static Complex one(1, 0);
+  const ptl_handle_md_t md = bind(&one, sizeof one, PTL_MD_EVENT_SUCCESS_DISABLE);
+
+  std::atomic<bool> stop{false};
+  std::uint64_t host_adds = 0;
+  std::jthread host([&] {
+    auto* word = reinterpret_cast<Word*>(&value);
+    while (!stop.load(std::memory_order_relaxed)) {
+      Word seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+      for (;;) {
+        Complex c;
+        std::memcpy(static_cast<void*>(&c), &seen, sizeof c);
+        c += Complex(0, 1);
+        Word next;
+        std::memcpy(&next, &c, sizeof c);
+        if (__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED))
+          break;
+      }
+      ++host_adds;
+    }
+  });
+  struct Stop {
+    std::atomic<bool>& flag;
+    std::jthread& thread;
+    ~Stop() {
+      flag = true;
+      if (thread.joinable()) thread.join();
+    }
+  } stopper{stop, host};
+  std::uint64_t sent = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {
+    const int rc = PtlAtomic(md, 0, sizeof one, PTL_NO_ACK_REQ, self_, pt_, bits, 0, nullptr, 0,
+                             PTL_SUM, PTL_DOUBLE_COMPLEX);
+    if (rc == PTL_NO_SPACE) {
+      ptl_ct_event_t v{};
+      (void)PtlCTGet(landed, &v);  // lets progress run
+      continue;
+    }
+    ASSERT_EQ(rc, PTL_OK);
+    ++sent;
+  }
+  const ptl_ct_event_t v = ct_wait(landed, portals_adds);
+  stop = true;
+  host.join();
+  EXPECT_EQ(v.success, portals_adds);
+  EXPECT_EQ(v.failure, 0u);
+  EXPECT_GT(host_adds, 0u);
+  const Word last = __atomic_load_n(reinterpret_cast<Word*>(&value), __ATOMIC_SEQ_CST);
+  Complex final;
+  std::memcpy(static_cast<void*>(&final), &last, sizeof final);
+  EXPECT_EQ(final.real(), static_cast<double>(portals_adds)) << "Portals adds lost";
+  EXPECT_EQ(final.imag(), static_cast<double>(host_adds))
+      << (static_cast<double>(host_adds) - final.imag()) << " host adds lost";
   EXPECT_EQ(PtlCTFree(landed), PTL_OK);
 }
 
