@@ -232,6 +232,7 @@ std::size_t datatype_size(ptl_datatype_t type) noexcept {
     case PTL_LONG_DOUBLE:
       return sizeof(long double);
     case PTL_LONG_DOUBLE_COMPLEX:
+      static_assert(sizeof(std::complex<long double>) <= max_element_bytes);
       return sizeof(std::complex<long double>);
     default:
       return 0;

@@ -12,6 +12,8 @@ enum class AtomicFn : unsigned char { atomic, fetch_atomic, swap };
 
 /// Size of one element of `type`; 0 for an unknown type.
 std::size_t datatype_size(ptl_datatype_t type) noexcept;
+/// The largest datatype_size() (long double complex).
+inline constexpr std::size_t max_element_bytes = 32;
 
 /// Whether `fn` may apply `op` to `type` (R-A1).
 bool atomic_legal(AtomicFn fn, ptl_op_t op, ptl_datatype_t type) noexcept;

@@ -570,16 +570,28 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   std::byte* slot = bounce(m);
   std::byte* old = slot + wire::max_operand_length + max_atomic_bytes;
   bool fetch = m->op != wire::PortalsOp::atomic;
-  if (m->length > 0) {
-    // A range across iovec elements (an element of the datatype may
-    // straddle two) is gathered, operated on, and scattered back; the LIB
-    // applies one atomic at a time, so nothing sees it half done.
-    std::array<std::byte, max_atomic_bytes> gathered;
-    std::byte* at = seg ? seg->base + local : gathered.data();
-    if (!seg) e->buffer.copy_out(m->offset_used, m->length, gathered.data());
-    (void)apply_atomic(m->ev.atomic_operation, m->ev.atomic_type, at, slot + m->operand_length,
-                       m->operand_length ? slot : nullptr, m->length, fetch ? old : nullptr);
-    if (!seg) e->buffer.copy_in(m->offset_used, m->length, gathered.data());
+  const std::byte* operand = m->operand_length ? slot : nullptr;
+  if (m->length > 0 && seg) {
+    (void)apply_atomic(m->ev.atomic_operation, m->ev.atomic_type, seg->base + local,
+                       slot + m->operand_length, operand, m->length, fetch ? old : nullptr);
+  } else if (m->length > 0) {
+    // A range across iovec elements: each element of the datatype inside
+    // one iovec element is updated in place (coherently, where the host can);
+    // one that straddles two is gathered, operated on, and scattered back
+    // (the LIB applies one atomic at a time, so no Portals atomic sees it
+    // half done; the host's own atomics cannot reach it as one word anyway).
+    const std::size_t size = datatype_size(m->ev.atomic_type);
+    for (std::size_t done = 0; size > 0 && done + size <= m->length; done += size) {
+      std::size_t at_local = 0;
+      const core::Region* one = contiguous(e->buffer, m->offset_used + done, size, &at_local);
+      std::array<std::byte, max_element_bytes> gathered;
+      std::byte* at = one ? one->base + at_local : gathered.data();
+      if (!one) e->buffer.copy_out(m->offset_used + done, size, gathered.data());
+      (void)apply_atomic(m->ev.atomic_operation, m->ev.atomic_type, at,
+                         slot + m->operand_length + done, operand, size,
+                         fetch ? old + done : nullptr);
+      if (!one) e->buffer.copy_in(m->offset_used + done, size, gathered.data());
+    }
   }
   if (!fetch) return complete_target(m, PTL_NI_OK);
   wire::PortalsHeader r;

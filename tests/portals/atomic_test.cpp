@@ -591,6 +591,66 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnSixteenByteAtomics) {
   EXPECT_EQ(PtlCTFree(landed), PTL_OK);
 }
 
+// An atomic over a range across two iovec elements: each element of the
+// datatype inside one iovec element is updated in place with the host's
+// compare-and-swap. The range was gathered into a copy, operated on and
+// scattered back, losing the adds a thread made meanwhile.
+TEST_P(Atomics, CoherentAtomicsAcrossIovecElementsLoseNoAddOfTheHost) {
+  constexpr ptl_match_bits_t bits = 9;
+  constexpr std::uint64_t portals_adds = 20000;
+  alignas(64) static std::uint64_t first;
+  alignas(64) static std::uint64_t second;
+  first = second = 0;
+  ptl_iovec_t target[2] = {{&first, sizeof first}, {&second, sizeof second}};
+  ptl_handle_ct_t landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  append(me(target, 2, PTL_IOVEC | PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM,
+            bits, 0, landed));
+  (void)next_event(teq_);  // the LINK event
+  alignas(8) static std::uint64_t ones[2] = {1, 1};
+  const ptl_handle_md_t md = bind(ones, sizeof ones, PTL_MD_EVENT_SUCCESS_DISABLE);
+
+  std::atomic<bool> stop{false};
+  std::uint64_t host_adds = 0;
+  std::jthread host([&] {
+    std::atomic_ref<std::uint64_t> w(second);
+    while (!stop.load(std::memory_order_relaxed)) {
+      w.fetch_add(1);
+      ++host_adds;
+    }
+  });
+  struct Stop {
+    std::atomic<bool>& flag;
+    std::jthread& thread;
+    ~Stop() {
+      flag = true;
+      if (thread.joinable()) thread.join();
+    }
+  } stopper{stop, host};
+  std::uint64_t sent = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {
+    const int rc = PtlAtomic(md, 0, sizeof ones, PTL_NO_ACK_REQ, self_, pt_, bits, 0, nullptr, 0,
+                             PTL_SUM, PTL_UINT64_T);
+    if (rc == PTL_NO_SPACE) {
+      ptl_ct_event_t v{};
+      (void)PtlCTGet(landed, &v);  // lets progress run
+      continue;
+    }
+    ASSERT_EQ(rc, PTL_OK);
+    ++sent;
+  }
+  const ptl_ct_event_t v = ct_wait(landed, portals_adds);
+  stop = true;
+  host.join();
+  EXPECT_EQ(v.success, portals_adds);
+  EXPECT_GT(host_adds, 0u);
+  EXPECT_EQ(std::atomic_ref<std::uint64_t>(first).load(), portals_adds);
+  EXPECT_EQ(std::atomic_ref<std::uint64_t>(second).load(), portals_adds + host_adds)
+      << (portals_adds + host_adds - second) << " adds lost";
+  EXPECT_EQ(PtlCTFree(landed), PTL_OK);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cells, Atomics, ::testing::Values(false, true), cell_name);
 
 }  // namespace
