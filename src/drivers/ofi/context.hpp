@@ -154,6 +154,14 @@ class OfiContext final : public driver::Context {
   void owe_bye(std::size_t peer, const Control& c) noexcept;
   std::uint64_t peer_addr(std::size_t peer) const noexcept { return peers_[peer].addr; }
   bool peer_dead(std::size_t peer) const noexcept { return peers_[peer].dead; }
+  /// Dead, or a context of this process that closed: nothing may be sent to
+  /// it (a send to a closed context's endpoint crashes libfabric 1.17's shm).
+  /// Looks at the record of closed contexts first (one atomic load when
+  /// nothing closed).
+  bool peer_unreachable(std::size_t peer) noexcept {
+    notice_closed_peers();
+    return peers_[peer].dead || peers_[peer].closed;
+  }
   /// Sends of `inst` that read caller memory (send, rma_write) and that
   /// libfabric still holds.
   bool sends_in_provider(const OfiInstance* inst) const noexcept;

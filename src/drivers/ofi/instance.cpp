@@ -310,6 +310,14 @@ void OfiInstance::post_op(Op* op) noexcept {
   // Receives name their peer where the provider can: tags alone let shm
   // 1.17 hand one peer's packet to another instance's receive.
   const fi_addr_t source = ctx_.directed() ? ctx_.peer_addr(peer_) : FI_ADDR_UNSPEC;
+  const bool sends = op->kind == Op::Kind::send || op->kind == Op::Kind::rma_write ||
+                     op->kind == Op::Kind::rdv_notice;
+  if (sends && ctx_.peer_unreachable(peer_)) {
+    // A retry after the peer's context closed: never to its endpoint.
+    op->done = true;
+    op->status = Status::broken;
+    return;
+  }
   ssize_t rc = 0;
   switch (op->kind) {
     case Op::Kind::send:

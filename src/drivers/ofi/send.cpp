@@ -41,6 +41,9 @@ Status OfiInstance::send_post(driver::Packet& pkt) {
       break;
   }
   if (peer_bye_) return Status::closed;
+  // Its bye may still be unread: what it sent before it closed stays
+  // readable (the peer is declared dead only after it was read).
+  if (ctx_.peer_unreachable(peer_)) return Status::broken;
   if (!hello_sent_) {
     flush_control();
     if (!hello_sent_) return Status::no_resource;

@@ -255,6 +255,32 @@ TEST_P(OfiIncoming, WhatAContextSentBeforeItClosedArrivesBeforeTheClose) {
   EXPECT_EQ(y.ctx->close(), Status::ok);
 }
 
+TEST_P(OfiIncoming, ADataSendToAContextOfThisProcessThatClosedIsRefused) {
+  // Control messages to a context of this process that closed were held
+  // back (a send to its endpoint crashed libfabric 1.17's shm), but data
+  // sends went out until the periodic check declared the peer dead. Now the
+  // send is refused at once, before anything reaches the provider.
+  Node x, y;
+  const Status st = make_node(GetParam(), x);
+  if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
+  ASSERT_EQ(st, Status::ok);
+  ASSERT_EQ(make_node(GetParam(), y), Status::ok);
+  Link l;
+  ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  (void)l.a->disconnect();
+  l.a.reset();
+  ASSERT_EQ(x.ctx->close(), Status::ok);
+  std::vector<std::byte> src(64);
+  fill(src, 3);
+  ::iovec siov{src.data(), src.size()};
+  Packet s;
+  s.set_iovec(&siov, 1);
+  const Status sent = l.b->send_post(s);
+  EXPECT_TRUE(sent == Status::broken || sent == Status::closed) << to_string(sent);
+  l = {};
+  EXPECT_EQ(y.ctx->close(), Status::ok);
+}
+
 TEST_P(OfiIncoming, AHelloNobodyTakesIsRefusedAfterTheParkLimit) {
   // Without on demand too: the peer never opens an instance for us.
   config::ScopedSet park("OFI_PARK_MS", "100");
