@@ -458,30 +458,25 @@ TEST_P(Atomics, R_T7_FreeingTheCounterDestroysItsOperations) {
   EXPECT_TRUE(eq_empty(ieq_));
 }
 
-// PTL_COHERENT_ATOMICS: while Portals atomics add to a word, another thread
+// PTL_COHERENT_ATOMICS: while Portals atomics add to memory, another thread
 // of the process adds to it with the host's own atomic instruction; no add
 // of either is lost. Before the LIB used the host's instructions, its plain
 // load and store lost the other thread's adds that came between them.
-TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
-  ASSERT_NE(limits_.features & PTL_COHERENT_ATOMICS, 0u);
-  constexpr ptl_match_bits_t bits = 7;
-  constexpr std::uint64_t portals_adds = 40000;
-  alignas(8) static std::uint64_t word;
-  word = 0;
-  ptl_handle_ct_t landed;
-  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
-  append(me(&word, sizeof word, PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM,
-            bits, 0, landed));
-  (void)next_event(teq_);  // the LINK event
-  alignas(8) static std::uint64_t one = 1;
-  const ptl_handle_md_t md = bind(&one, sizeof one, PTL_MD_EVENT_SUCCESS_DISABLE);
 
+/// Sends `adds` PtlAtomic SUMs of `md` (`length` bytes of `type`) to the
+/// entry of `bits`, counting on `landed`, while a thread runs `host_add`
+/// in a loop; every add has landed when it returns. The thread's count of
+/// adds goes to `host_adds`.
+template <class HostAdd>
+void race_with_host(ptl_handle_md_t md, ptl_size_t length, ptl_datatype_t type,
+                    ptl_match_bits_t bits, ptl_handle_ct_t landed, std::uint64_t adds,
+                    ptl_process_t self, ptl_pt_index_t pt, HostAdd host_add,
+                    std::uint64_t& host_adds) {
   std::atomic<bool> stop{false};
-  std::uint64_t host_adds = 0;
+  host_adds = 0;
   std::jthread host([&] {
-    std::atomic_ref<std::uint64_t> w(word);
     while (!stop.load(std::memory_order_relaxed)) {
-      w.fetch_add(1);
+      host_add();
       ++host_adds;
     }
   });
@@ -496,9 +491,9 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
   } stopper{stop, host};
   std::uint64_t sent = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {
-    const int rc = PtlAtomic(md, 0, sizeof one, PTL_NO_ACK_REQ, self_, pt_, bits, 0, nullptr, 0,
-                             PTL_SUM, PTL_UINT64_T);
+  while (sent < adds && std::chrono::steady_clock::now() < deadline) {
+    const int rc =
+        PtlAtomic(md, 0, length, PTL_NO_ACK_REQ, self, pt, bits, 0, nullptr, 0, PTL_SUM, type);
     if (rc == PTL_NO_SPACE) {
       ptl_ct_event_t v{};
       (void)PtlCTGet(landed, &v);  // lets progress run
@@ -507,11 +502,28 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
     ASSERT_EQ(rc, PTL_OK);
     ++sent;
   }
-  const ptl_ct_event_t v = ct_wait(landed, portals_adds);
-  stop = true;
-  host.join();
-  EXPECT_EQ(v.success, portals_adds);
+  const ptl_ct_event_t v = ct_wait(landed, adds);
+  EXPECT_EQ(v.success, adds);
   EXPECT_EQ(v.failure, 0u);
+}
+
+TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
+  ASSERT_NE(limits_.features & PTL_COHERENT_ATOMICS, 0u);
+  constexpr ptl_match_bits_t bits = 7;
+  constexpr std::uint64_t portals_adds = 40000;
+  alignas(8) static std::uint64_t word;
+  word = 0;
+  ptl_handle_ct_t landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  append(me(&word, sizeof word, PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM,
+            bits, 0, landed));
+  (void)next_event(teq_);  // the LINK event
+  alignas(8) static std::uint64_t one = 1;
+  const ptl_handle_md_t md = bind(&one, sizeof one, PTL_MD_EVENT_SUCCESS_DISABLE);
+  std::uint64_t host_adds = 0;
+  race_with_host(
+      md, sizeof one, PTL_UINT64_T, bits, landed, portals_adds, self_, pt_,
+      [] { std::atomic_ref<std::uint64_t>(word).fetch_add(1); }, host_adds);
   EXPECT_GT(host_adds, 0u);
   EXPECT_EQ(std::atomic_ref<std::uint64_t>(word).load(), portals_adds + host_adds)
       << (portals_adds + host_adds - word) << " adds lost";
@@ -519,7 +531,7 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnAtomics) {
 }
 
 // The same for 16-byte elements: Portals add (1, 0) to a double complex
-// while a thread adds (0, i) with the host's 16-byte compare-and-swap. Each
+// while a thread adds (0, 1) with the host's 16-byte compare-and-swap. Each
 // part counts one side's adds, so a lost update shows in its own part.
 TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnSixteenByteAtomics) {
   using Word = unsigned __int128;
@@ -535,52 +547,22 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnSixteenByteAtomics) {
   (void)next_event(teq_);  // the LINK event
   alignas(16) static Complex one(1, 0);
   const ptl_handle_md_t md = bind(&one, sizeof one, PTL_MD_EVENT_SUCCESS_DISABLE);
-
-  std::atomic<bool> stop{false};
-  std::uint64_t host_adds = 0;
-  std::jthread host([&] {
+  const auto host_add = [] {
     auto* word = reinterpret_cast<Word*>(&value);
-    while (!stop.load(std::memory_order_relaxed)) {
-      Word seen = __atomic_load_n(word, __ATOMIC_RELAXED);
-      for (;;) {
-        Complex c;
-        std::memcpy(static_cast<void*>(&c), &seen, sizeof c);
-        c += Complex(0, 1);
-        Word next;
-        std::memcpy(&next, &c, sizeof c);
-        if (__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_RELAXED))
-          break;
-      }
-      ++host_adds;
+    Word seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+    for (;;) {
+      Complex c;
+      std::memcpy(static_cast<void*>(&c), &seen, sizeof c);
+      c += Complex(0, 1);
+      Word next;
+      std::memcpy(&next, &c, sizeof c);
+      if (__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        return;
     }
-  });
-  struct Stop {
-    std::atomic<bool>& flag;
-    std::jthread& thread;
-    ~Stop() {
-      flag = true;
-      if (thread.joinable()) thread.join();
-    }
-  } stopper{stop, host};
-  std::uint64_t sent = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {
-    const int rc = PtlAtomic(md, 0, sizeof one, PTL_NO_ACK_REQ, self_, pt_, bits, 0, nullptr, 0,
-                             PTL_SUM, PTL_DOUBLE_COMPLEX);
-    if (rc == PTL_NO_SPACE) {
-      ptl_ct_event_t v{};
-      (void)PtlCTGet(landed, &v);  // lets progress run
-      continue;
-    }
-    ASSERT_EQ(rc, PTL_OK);
-    ++sent;
-  }
-  const ptl_ct_event_t v = ct_wait(landed, portals_adds);
-  stop = true;
-  host.join();
-  EXPECT_EQ(v.success, portals_adds);
-  EXPECT_EQ(v.failure, 0u);
+  };
+  std::uint64_t host_adds = 0;
+  race_with_host(md, sizeof one, PTL_DOUBLE_COMPLEX, bits, landed, portals_adds, self_, pt_,
+                 host_add, host_adds);
   EXPECT_GT(host_adds, 0u);
   const Word last = __atomic_load_n(reinterpret_cast<Word*>(&value), __ATOMIC_SEQ_CST);
   Complex final;
@@ -609,41 +591,10 @@ TEST_P(Atomics, CoherentAtomicsAcrossIovecElementsLoseNoAddOfTheHost) {
   (void)next_event(teq_);  // the LINK event
   alignas(8) static std::uint64_t ones[2] = {1, 1};
   const ptl_handle_md_t md = bind(ones, sizeof ones, PTL_MD_EVENT_SUCCESS_DISABLE);
-
-  std::atomic<bool> stop{false};
   std::uint64_t host_adds = 0;
-  std::jthread host([&] {
-    std::atomic_ref<std::uint64_t> w(second);
-    while (!stop.load(std::memory_order_relaxed)) {
-      w.fetch_add(1);
-      ++host_adds;
-    }
-  });
-  struct Stop {
-    std::atomic<bool>& flag;
-    std::jthread& thread;
-    ~Stop() {
-      flag = true;
-      if (thread.joinable()) thread.join();
-    }
-  } stopper{stop, host};
-  std::uint64_t sent = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (sent < portals_adds && std::chrono::steady_clock::now() < deadline) {
-    const int rc = PtlAtomic(md, 0, sizeof ones, PTL_NO_ACK_REQ, self_, pt_, bits, 0, nullptr, 0,
-                             PTL_SUM, PTL_UINT64_T);
-    if (rc == PTL_NO_SPACE) {
-      ptl_ct_event_t v{};
-      (void)PtlCTGet(landed, &v);  // lets progress run
-      continue;
-    }
-    ASSERT_EQ(rc, PTL_OK);
-    ++sent;
-  }
-  const ptl_ct_event_t v = ct_wait(landed, portals_adds);
-  stop = true;
-  host.join();
-  EXPECT_EQ(v.success, portals_adds);
+  race_with_host(
+      md, sizeof ones, PTL_UINT64_T, bits, landed, portals_adds, self_, pt_,
+      [] { std::atomic_ref<std::uint64_t>(second).fetch_add(1); }, host_adds);
   EXPECT_GT(host_adds, 0u);
   EXPECT_EQ(std::atomic_ref<std::uint64_t>(first).load(), portals_adds);
   EXPECT_EQ(std::atomic_ref<std::uint64_t>(second).load(), portals_adds + host_adds)
