@@ -1,16 +1,17 @@
 // pier lib: atomic operations. Atomicity among Portals operations comes
-// from the LIB running one at a time (R-A7). Elements of 1 to 8 bytes at
+// from the LIB running one at a time (R-A7). Elements of 1 to 16 bytes at
 // aligned addresses are also updated with the host's own atomic
-// instructions (a compare-and-swap loop), so that the process's own atomics
-// on the same words, in other threads, lose nothing (PTL_COHERENT_ATOMICS):
-// an OpenSHMEM PE updates its symmetric memory locally while its peers
-// update it through Portals. Other elements (16-byte types, misaligned
-// ones) are loaded and stored with memcpy, so a misaligned target costs
-// speed, not undefined behaviour; so is a whole range that straddles two
-// iovec elements of the target, which the LIB gathers into a copy first
-// (target.cpp).
+// instructions (a compare-and-swap loop; 16 bytes through libatomic), so
+// that the process's own atomics on the same words, in other threads, lose
+// nothing (PTL_COHERENT_ATOMICS): an OpenSHMEM PE updates its symmetric
+// memory locally while its peers update it through Portals. Other elements
+// (long double complex, misaligned ones) are loaded and stored with memcpy,
+// so a misaligned target costs speed, not undefined behaviour; so is an
+// element split between two iovec elements of the target, which the LIB
+// gathers into a copy first (target.cpp).
 #include "lib/atomic.hpp"
 
+#include <cfloat>
 #include <complex>
 #include <cstdint>
 #include <cstring>
@@ -173,6 +174,14 @@ bool apply_coherent(ptl_op_t op, unsigned char* at, const T& d, const T& opnd, u
     if (!apply_one<T>(op, t, d, opnd)) return false;
     W next;
     std::memcpy(&next, &t, sizeof(T));
+#if LDBL_MANT_DIG == 64
+    // An x87 long double fills 10 of its 16 bytes; the rest is padding that
+    // arithmetic leaves unspecified. It is stored as zero, as the host's own
+    // atomic<long double> expects from GCC 13 on (it clears the padding of
+    // what it compares): otherwise its compare-and-swap could never succeed.
+    if constexpr (std::is_same_v<T, long double>)
+      std::memset(reinterpret_cast<unsigned char*>(&next) + 10, 0, sizeof(T) - 10);
+#endif
     if (__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
       break;
   }

@@ -16,7 +16,8 @@ void check_url(std::span<const std::byte> in) {
   const auto bytes = tcp::encode_url(*url);
   auto again = tcp::decode_url(bytes);
   if (!again || again->family != url->family || again->port != url->port ||
-      again->context_id != url->context_id || again->address != url->address) {
+      again->context_id != url->context_id || again->address != url->address ||
+      again->small_limit != url->small_limit) {
     std::abort();
   }
 }

@@ -573,6 +573,49 @@ TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnSixteenByteAtomics) {
   EXPECT_EQ(PtlCTFree(landed), PTL_OK);
 }
 
+// And for long double, whose padding bytes the LIB stores as zero: the
+// thread's compare-and-swap, which compares all 16 bytes, still succeeds.
+TEST_P(Atomics, CoherentAtomicsLoseNoAddOfTheHostsOwnLongDoubleAtomics) {
+  using Word = unsigned __int128;
+  if (sizeof(long double) != sizeof(Word)) GTEST_SKIP() << "long double is not 16 bytes here";
+  constexpr ptl_match_bits_t bits = 10;
+  constexpr std::uint64_t portals_adds = 20000;
+  alignas(16) static long double value;
+  value = 0;
+  ptl_handle_ct_t landed;
+  ASSERT_EQ(PtlCTAlloc(ni_, &landed), PTL_OK);
+  append(me(&value, sizeof value, PTL_ME_OP_PUT | PTL_ME_EVENT_COMM_DISABLE | PTL_ME_EVENT_CT_COMM,
+            bits, 0, landed));
+  (void)next_event(teq_);  // the LINK event
+  alignas(16) static long double one = 1;
+  const ptl_handle_md_t md = bind(&one, sizeof one, PTL_MD_EVENT_SUCCESS_DISABLE);
+  const auto host_add = [] {
+    auto* word = reinterpret_cast<Word*>(&value);
+    Word seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+    for (;;) {
+      long double v;
+      std::memcpy(static_cast<void*>(&v), &seen, sizeof v);
+      v += 1;
+      Word next = 0;
+      std::memcpy(&next, &v, 10);  // the value's bytes; the padding stays zero
+      if (__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        return;
+    }
+  };
+  std::uint64_t host_adds = 0;
+  race_with_host(md, sizeof one, PTL_LONG_DOUBLE, bits, landed, portals_adds, self_, pt_, host_add,
+                 host_adds);
+  EXPECT_GT(host_adds, 0u);
+  const Word last = __atomic_load_n(reinterpret_cast<Word*>(&value), __ATOMIC_SEQ_CST);
+  long double final = 0;
+  std::memcpy(static_cast<void*>(&final), &last, sizeof final);
+  EXPECT_EQ(final, static_cast<long double>(portals_adds + host_adds))
+      << static_cast<double>(static_cast<long double>(portals_adds + host_adds) - final)
+      << " adds lost";
+  EXPECT_EQ(last >> 80, Word{0}) << "padding bytes left non-zero";
+  EXPECT_EQ(PtlCTFree(landed), PTL_OK);
+}
+
 // An atomic over a range across two iovec elements: each element of the
 // datatype inside one iovec element is updated in place with the host's
 // compare-and-swap. The range was gathered into a copy, operated on and

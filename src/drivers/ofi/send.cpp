@@ -87,7 +87,10 @@ Status OfiInstance::send_post(driver::Packet& pkt) {
     op->owner = nullptr;
     ctx_.maybe_free(op);
     ctx_.progress();
-    return refused ? Status::system_error : Status::no_resource;
+    if (!refused) return Status::no_resource;
+    // post_op() also refuses a send to a peer that became unreachable
+    // since the check above (its context closed in another thread).
+    return ctx_.peer_unreachable(peer_) ? Status::broken : Status::system_error;
   }
   if (rma) rdv_op_ = op;
   ++sent_;

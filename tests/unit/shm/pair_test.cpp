@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -183,37 +184,49 @@ TEST(ShmPair, OversizedSmallPacketAndSecondReceiveAreInvalid) {
 /// other's caps said it takes (or was refused below its own caps). The url
 /// now names each side's limit and both send no more than the smaller.
 TEST(ShmPair, SidesConfiguredDifferentlySendNoMoreThanTheSmallerMaxPacket) {
-  Side big = make_side();
-  Side small;
-  {
-    config::ScopedSet limit("SHM_MAX_PACKET", "4096");
-    ASSERT_EQ(limit.status(), Status::ok);
-    small = make_side();
-  }
-  ASSERT_EQ(small.caps.max_packet, 4096u);
-  ASSERT_GT(big.caps.max_packet, 4096u);
-  std::unique_ptr<Instance> ib = open(big, Track::small);
-  std::unique_ptr<Instance> is = open(small, Track::small);
-  ASSERT_EQ(connect_pair(*ib, big, *is, small), Status::ok);
-  for (Instance* from : {ib.get(), is.get()}) {
-    Instance* to = from == ib.get() ? is.get() : ib.get();
-    Packet lent;
-    ASSERT_EQ(from->send_buf_get(lent), Status::ok);
-    EXPECT_EQ(lent.buf_len, 4096u) << "a buffer send offers more than the smaller side takes";
-    EXPECT_EQ(from->send_buf_post(lent, 4097), Status::invalid_argument);
-    ASSERT_EQ(from->send_buf_post(lent, 0), Status::ok);
-    Packet r;
-    ASSERT_EQ(to->recv_poll(r), Status::ok);
-    ASSERT_EQ(to->recv_buf_release(r), Status::ok);
-    Packet s;
-    ::iovec v;
-    EXPECT_EQ(send_bytes(*from, pattern(4097, 1), s, v), Status::invalid_argument);
-    const auto fits = pattern(4096, 2);
-    ASSERT_EQ(send_bytes(*from, fits, s, v), Status::ok);
-    ASSERT_EQ(to->recv_poll(r), Status::ok);
-    ASSERT_EQ(r.buf_len, 4096u);
-    EXPECT_EQ(0, std::memcmp(r.buf, fits.data(), fits.size()));
-    ASSERT_EQ(to->recv_buf_release(r), Status::ok);
+  // The url with the smaller bytes connects, and the max packet now sits
+  // before the random nonce: with 32768 (00 80 00 00) the small side
+  // (4096: 00 10 00 00) connects, with 65536 (00 00 01 00) the big one
+  // does. Both orders are run.
+  for (const char* big_limit : {"32768", "65536"}) {
+    SCOPED_TRACE(big_limit);
+    Side big;
+    Side small;
+    {
+      config::ScopedSet limit("SHM_MAX_PACKET", big_limit);
+      ASSERT_EQ(limit.status(), Status::ok);
+      big = make_side();
+    }
+    {
+      config::ScopedSet limit("SHM_MAX_PACKET", "4096");
+      ASSERT_EQ(limit.status(), Status::ok);
+      small = make_side();
+    }
+    ASSERT_EQ(small.caps.max_packet, 4096u);
+    ASSERT_EQ(big.caps.max_packet, static_cast<std::size_t>(std::atoi(big_limit)));
+    std::unique_ptr<Instance> ib = open(big, Track::small);
+    std::unique_ptr<Instance> is = open(small, Track::small);
+    ASSERT_EQ(connect_pair(*ib, big, *is, small), Status::ok);
+    for (Instance* from : {ib.get(), is.get()}) {
+      Instance* to = from == ib.get() ? is.get() : ib.get();
+      Packet lent;
+      ASSERT_EQ(from->send_buf_get(lent), Status::ok);
+      EXPECT_EQ(lent.buf_len, 4096u) << "a buffer send offers more than the smaller side takes";
+      EXPECT_EQ(from->send_buf_post(lent, 4097), Status::invalid_argument);
+      ASSERT_EQ(from->send_buf_post(lent, 0), Status::ok);
+      Packet r;
+      ASSERT_EQ(to->recv_poll(r), Status::ok);
+      ASSERT_EQ(to->recv_buf_release(r), Status::ok);
+      Packet s;
+      ::iovec v;
+      EXPECT_EQ(send_bytes(*from, pattern(4097, 1), s, v), Status::invalid_argument);
+      const auto fits = pattern(4096, 2);
+      ASSERT_EQ(send_bytes(*from, fits, s, v), Status::ok);
+      ASSERT_EQ(to->recv_poll(r), Status::ok);
+      ASSERT_EQ(r.buf_len, 4096u);
+      EXPECT_EQ(0, std::memcmp(r.buf, fits.data(), fits.size()));
+      ASSERT_EQ(to->recv_buf_release(r), Status::ok);
+    }
   }
 }
 
