@@ -581,4 +581,8 @@ class Node::Impl final : public core::Client {
   std::shared_ptr<void> keep_alive;  ///< the bootstrap of Node::create()
 };
 
+inline void Port::Impl::poll() noexcept {
+  node.poll();
+}
+
 }  // namespace pier::port

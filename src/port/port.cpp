@@ -187,10 +187,6 @@ void Port::Impl::poll_timers() noexcept {
   if (now >= next_check_ns) next_check_ns = now + check_period_ns;
 }
 
-void Port::Impl::poll() noexcept {
-  node.poll();
-}
-
 void Port::Impl::push_sent(Op* op) noexcept {
   Slot* slot = rings[0].reserve(next_seq++);
   if (slot == nullptr) {  // cannot happen: one slot per send token
