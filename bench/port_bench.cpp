@@ -206,6 +206,30 @@ int run(const std::string& driver, int rank, const Pipe& pipe, int reps) {
 
 // ---- in one process over self: the layers' own cost, free of scheduling ------
 
+// The two timed loops of inprocess_latency, each a function of its own so
+// that callgrind (`--toggle-collect` or the inclusive cost of these) counts
+// one of them alone: instructions per one-way = inclusive / (2 * iters).
+template <class Send, class Cores, class S>
+[[gnu::noinline]] void self_core_pingpong(Send& send, Cores& cores, S& s0, S& s1) {
+  for (long i = 1; i <= lat_iters; ++i) {
+    send(0);
+    while (s1.parsed < i) (void)cores[1]->progress(), (void)cores[0]->progress();
+    send(1);
+    while (s0.parsed < i) (void)cores[0]->progress(), (void)cores[1]->progress();
+  }
+}
+
+template <class Cb, class Wait>
+[[gnu::noinline]] void self_port_pingpong(port::Port* (&ports)[2], const char* msg, Cb cb,
+                                          Wait& wait) {
+  for (long i = 0; i < lat_iters; ++i) {
+    check(ports[0]->send(msg, 4, 8, port::Priority::low, 1, 1, cb, nullptr), "send");
+    wait(1);
+    check(ports[1]->send(msg, 4, 8, port::Priority::low, 0, 1, cb, nullptr), "send");
+    wait(0);
+  }
+}
+
 /// Two cores over self in this process, one thread; 8-byte ping-pong through
 /// the core (Sink) and through ports. Returns {core, port} one-way in us.
 std::pair<double, double> inprocess_latency() {
@@ -238,12 +262,7 @@ std::pair<double, double> inprocess_latency() {
       check(cores[from]->send(a), "core send");
     };
     auto t0 = Clock::now();
-    for (long i = 1; i <= lat_iters; ++i) {
-      send(0);
-      while (s1.parsed < i) (void)cores[1]->progress(), (void)cores[0]->progress();
-      send(1);
-      while (s0.parsed < i) (void)cores[0]->progress(), (void)cores[1]->progress();
-    }
+    self_core_pingpong(send, cores, s0, s1);
     core_us = since(t0) / lat_iters / 2 * 1e6;
     while (cores[0]->pending() + cores[1]->pending() != 0)
       (void)cores[0]->progress(), (void)cores[1]->progress();
@@ -272,12 +291,7 @@ std::pair<double, double> inprocess_latency() {
       }
     };
     auto t0 = Clock::now();
-    for (long i = 0; i < lat_iters; ++i) {
-      check(ports[0]->send(msg, 4, 8, port::Priority::low, 1, 1, cb, nullptr), "send");
-      wait(1);
-      check(ports[1]->send(msg, 4, 8, port::Priority::low, 0, 1, cb, nullptr), "send");
-      wait(0);
-    }
+    self_port_pingpong(ports, msg, cb, wait);
     port_us = since(t0) / lat_iters / 2 * 1e6;
   }
   return {core_us, port_us};

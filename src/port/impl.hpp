@@ -119,7 +119,11 @@ struct Op {
   std::byte* local = nullptr;  ///< send/put source, get destination
   std::uint64_t remote = 0;
   std::uint32_t length = 0;
-  core::Region region{};      ///< of [local, local + length), when length > 0
+  core::Region region{};  ///< of [local, local + length), when length > 0 and not staged
+  /// A small send or put's bytes, copied at start into the port's staging
+  /// store (Port::Impl::stage_region): 1 + its slot there, 0 when not staged.
+  /// Saves a core validate and invalidate per message.
+  std::uint32_t stage = 0;
   bool core_busy = false;     ///< our core.send awaits lib_finalize
   bool landing = false;       ///< a get's data awaits lib_finalize
   bool replied = false;       ///< the target's answer came (or stands in)
@@ -210,7 +214,7 @@ class Ring {
   void init(Port::Impl* owner, std::size_t capacity);
   /// Null when full.
   Slot* reserve(std::uint64_t seq) noexcept {
-    if (count_ == slots_.size()) return nullptr;
+    if (count_ == capacity_) return nullptr;
     Slot& s = slots_[wrap(first_ + count_)];
     ++count_;
     s.ready = false;
@@ -230,10 +234,9 @@ class Ring {
 
  private:
   /// i < 2 * capacity: a compare instead of a division per access.
-  std::size_t wrap(std::size_t i) const noexcept {
-    return i >= slots_.size() ? i - slots_.size() : i;
-  }
+  std::size_t wrap(std::size_t i) const noexcept { return i >= capacity_ ? i - capacity_ : i; }
   std::vector<Slot> slots_;
+  std::size_t capacity_ = 0;  ///< slots_.size(), without a division per access
   std::size_t first_ = 0;
   std::size_t count_ = 0;
 };
@@ -266,6 +269,7 @@ class Port::Impl {
   const unsigned id;
   /// This incarnation of the number: answers naming another are not ours.
   const std::uint16_t epoch;
+  const std::uint32_t node_count;  ///< node_core.size(), fixed: checked per op
   Port* facade = nullptr;
   /// When it opened, on the node's answer clock (Node::Impl::answer_clock):
   /// its answers leave after those of sources stamped earlier.
@@ -327,15 +331,39 @@ class Port::Impl {
   const Event& receive() noexcept;
   const Event& blocking(int timeout_ms, bool spin) noexcept;
   void unknown(const Event& e) noexcept;
-  Slot* next_ready(Ring** from = nullptr) noexcept;
+  /// The oldest ready event of the three rings (null when none); inline
+  /// for the common empty case (a receive polls while nothing is ready).
+  Slot* next_ready(Ring** from = nullptr) noexcept {
+    return ready_events == 0 ? nullptr : scan_ready(from);
+  }
+  Slot* scan_ready(Ring** from) noexcept;
+  /// Takes the flushed entries at the head of `r` out (cold path).
+  void skip_flushed(Ring& r) noexcept;
   void mark_ready(Slot* slot) noexcept {
     slot->ready = true;
     ++ready_events;
   }
   void push_sent(Op* op) noexcept;
-  void poll() noexcept;         ///< one round of the whole node
-  void poll_before() noexcept;  ///< answers owed and retries, before core progress
-  void poll_after() noexcept;   ///< retries and timers, after core progress
+  void poll() noexcept;  ///< one round of the whole node
+  /// Answers owed and retries, before core progress (inline: usually
+  /// there is nothing to do).
+  void poll_before() noexcept {
+    if (!reply_retry.empty()) retry_replies();
+    // While answers wait for core room, acks stay owed in their streams
+    // (one count each) instead of queueing an entry per stream every poll.
+    if (ack_head && reply_retry.empty()) flush_acks();
+  }
+  /// Retries and timers, after core progress.
+  void poll_after() noexcept {
+    if (retry_head) retry_sends();
+    if (!reply_retry.empty()) retry_replies();
+    if (waiting > 0 && buffers_added) serve_streams();
+    // The clock costs as much as the rest of a poll: timers (held arrivals,
+    // alarms) are looked at every 16th poll only.
+    if ((++polls & 15) != 0) return;
+    poll_timers();
+  }
+  void poll_timers() noexcept;
   Status set_alarm(Alarm& a, std::uint64_t usecs, AlarmCallback cb, void* ctx) noexcept;
   void cancel_alarm(Alarm& a) noexcept;
   void fire_alarms() noexcept;
@@ -343,6 +371,26 @@ class Port::Impl {
 
   // state shared by the .cpp files
   base::Pool<Op> ops;
+  /// Sends and puts of up to stage_bytes are copied here at start (one slot
+  /// per send token, validated once at open) instead of validating the
+  /// client's memory for each message.
+  static constexpr std::size_t stage_bytes = 64;
+  std::vector<std::byte> stage_store;
+  core::Region stage_region{};
+  /// Slots of stage_store not in use, a stack of free_stage_count.
+  std::unique_ptr<std::uint32_t[]> free_stages;
+  std::uint32_t free_stage_count = 0;
+  /// Gives back what an op's source holds: its region, or its staging slot.
+  void release_source(Op* op) noexcept {
+    if (op->region.handle) {
+      (void)core().invalidate(op->region);
+      op->region = {};
+    }
+    if (op->stage != 0) {
+      free_stages[free_stage_count++] = op->stage - 1;  // one slot per op: never full
+      op->stage = 0;
+    }
+  }
   base::Pool<Connection> conns;
   KeyIndex conn_index;
   Connection* retry_head = nullptr;
@@ -350,7 +398,19 @@ class Port::Impl {
   /// sends hits them every time, without hashing.
   Connection* last_conn = nullptr;
   Stream* last_stream = nullptr;
-  base::Pool<Buffer> buffers;
+  /// One Buffer per receive token, on a free list: a provide and a delivery
+  /// cost a pointer push and pop (no handles name buffers).
+  std::unique_ptr<Buffer[]> buffer_store;
+  Buffer* spare_buffers = nullptr;
+  Buffer* acquire_buffer() noexcept {
+    Buffer* b = spare_buffers;
+    if (b) spare_buffers = b->next;
+    return b;
+  }
+  void release_buffer(Buffer* b) noexcept {
+    b->next = spare_buffers;
+    spare_buffers = b;
+  }
   Fifo<Buffer> free_buffers[priority_count][max_size + 1];
   bool buffers_added = false;
   base::Pool<Stream> streams;
@@ -427,7 +487,9 @@ class Port::Impl {
   void complete(Op* op) noexcept;
   bool serve_head(Stream* s) noexcept;
   bool deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept;
-  Buffer* take_buffer(std::uint8_t priority, std::uint8_t size) noexcept;
+  Buffer* take_buffer(std::uint8_t priority, std::uint8_t size) noexcept {
+    return free_buffers[priority][size].pop();
+  }
   const RegisteredRange* find_range(std::uint64_t addr, std::uint64_t len) const noexcept;
   void hold(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept;
   void drop_held(Stream* s) noexcept;
@@ -518,5 +580,9 @@ class Node::Impl final : public core::Client {
   }
   std::shared_ptr<void> keep_alive;  ///< the bootstrap of Node::create()
 };
+
+inline void Port::Impl::poll() noexcept {
+  node.poll();
+}
 
 }  // namespace pier::port

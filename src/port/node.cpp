@@ -174,14 +174,6 @@ void Node::Impl::poll() noexcept {
 
 void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
   auto clean = [&] { (void)core.recv(a.handle, nullptr, nullptr, 0, 0, 0); };
-  // A send's compact header leaves its routing to the frame; a header of
-  // any other length than the two forms has bytes nobody reads.
-  const bool compact = a.header.size() == wire::PortHeader::compact_size;
-  auto decoded = compact ? wire::PortHeader::decode_compact(
-                               a.header, {a.priority, a.source_port, a.destination_port, a.length})
-                 : a.header.size() == wire::PortHeader::size
-                     ? wire::PortHeader::decode(a.header)
-                     : Result<wire::PortHeader>(Status::malformed);
   // A header that does not hold fails the peer: its op would get no answer,
   // and the answers that follow, matched by position, would end the wrong ops.
   const auto reject = [&](const char* what, Status why) {
@@ -189,6 +181,22 @@ void Node::Impl::lib_parse(const core::Arrival& a) noexcept {
     clean();
     core.reject_peer(a.source, why);
   };
+  // A send's compact header leaves its routing to the frame; a header of
+  // any other length than the two forms has bytes nobody reads.
+  if (a.header.size() == wire::PortHeader::compact_size) {
+    // The routing fields and the length are the frame's own (the decoder
+    // bounds the length): nothing to cross-check. A send is an op.
+    auto decoded = wire::PortHeader::decode_compact(
+        a.header, {a.priority, a.source_port, a.destination_port, a.length});
+    if (!decoded) return reject("bad port header", decoded.status());
+    Port::Impl* port =
+        a.destination_port < ports.size() ? ports[a.destination_port].get() : nullptr;
+    if (port == nullptr) return nack_closed(a, *decoded);  // takes the arrival once it leaves
+    return port->on_arrival(a, *decoded);
+  }
+  auto decoded = a.header.size() == wire::PortHeader::size
+                     ? wire::PortHeader::decode(a.header)
+                     : Result<wire::PortHeader>(Status::malformed);
   if (!decoded) return reject("bad port header", decoded.status());
   const wire::PortHeader& h = *decoded;
   // The core's copy of the routing fields must agree with ours, and the

@@ -111,6 +111,7 @@ void KeyIndex::erase(std::uint64_t key) noexcept {
 
 void Ring::init(Port::Impl* owner, std::size_t capacity) {
   slots_.resize(capacity);
+  capacity_ = capacity;
   for (auto& s : slots_) s.owner = owner;
 }
 
@@ -121,6 +122,7 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
       node_core(n.core),
       id(port_id),
       epoch(port_epoch),
+      node_count(n.core.size()),
       send_total(static_cast<unsigned>(send_tokens_key.get())),
       recv_total(static_cast<unsigned>(recv_tokens_key.get())),
       send_held(send_total),
@@ -129,7 +131,6 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
       ops(send_total),
       conns(static_cast<std::size_t>(connections_key.get())),
       conn_index(static_cast<std::size_t>(connections_key.get())),
-      buffers(recv_total),
       streams(static_cast<std::size_t>(streams_key.get())),
       stream_index(static_cast<std::size_t>(streams_key.get())),
       streams_per_node(stream_quota(n)),
@@ -138,6 +139,8 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
       // Every held arrival and every op answers at most one reply or control.
       replies(held_capacity(node.core) + send_total + recv_total + 64),
       alarms(static_cast<std::size_t>(alarms_key.get())) {
+  buffer_store = std::make_unique<Buffer[]>(recv_total);
+  for (std::size_t i = recv_total; i-- > 0;) release_buffer(&buffer_store[i]);
   ranges.resize(static_cast<std::size_t>(regions_key.get()));
   live_conns.reserve(conns.capacity());
   live_streams.reserve(streams.capacity());
@@ -155,6 +158,17 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
     if (!region) throw std::bad_alloc();
     fast_region = *region;
   }
+  stage_store.resize(std::size_t{send_total} * stage_bytes);
+  free_stages = std::make_unique<std::uint32_t[]>(send_total);
+  for (std::uint32_t i = send_total; i-- > 0;) free_stages[free_stage_count++] = i;
+  {
+    auto region = core().validate(stage_store.data(), stage_store.size());
+    if (!region) {
+      if (fast_region.handle) (void)core().invalidate(fast_region);
+      throw std::bad_alloc();
+    }
+    stage_region = *region;
+  }
   timeout_ns = timeout_key.get() * 1'000'000;
   spin_ns = spin_key.get() * 1'000;
 }
@@ -163,30 +177,14 @@ Port::Impl::~Impl() {
   // Requests whose answers never left go back to the core (it may live on).
   while (Reply* r = reply_retry.pop()) take(r->request);
   if (fast_region.handle) (void)core().invalidate(fast_region);
+  if (stage_region.handle) (void)core().invalidate(stage_region);
 }
 
-void Port::Impl::poll_before() noexcept {
-  if (!reply_retry.empty()) retry_replies();
-  // While answers wait for core room, acks stay owed in their streams
-  // (one count each) instead of queueing an entry per stream every poll.
-  if (ack_head && reply_retry.empty()) flush_acks();
-}
-
-void Port::Impl::poll_after() noexcept {
-  if (retry_head) retry_sends();
-  if (!reply_retry.empty()) retry_replies();
-  if (waiting > 0 && buffers_added) serve_streams();
-  // The clock costs as much as the rest of a poll: timers (held arrivals,
-  // alarms) are looked at every 16th poll only.
-  if ((++polls & 15) != 0) return;
+void Port::Impl::poll_timers() noexcept {
   const std::int64_t now = base::now_ns();
   if (waiting > 0 && (buffers_added || now >= next_check_ns)) serve_streams();
   if (alarms_armed > 0) fire_alarms();
   if (now >= next_check_ns) next_check_ns = now + check_period_ns;
-}
-
-void Port::Impl::poll() noexcept {
-  node.poll();
 }
 
 void Port::Impl::push_sent(Op* op) noexcept {
@@ -202,23 +200,30 @@ void Port::Impl::push_sent(Op* op) noexcept {
   mark_ready(slot);
 }
 
-Slot* Port::Impl::next_ready(Ring** from) noexcept {
-  if (ready_events == 0) return nullptr;
+[[gnu::noinline]] void Port::Impl::skip_flushed(Ring& r) noexcept {
+  Slot* h = r.head();
+  while (h && h->flushed) {  // ready, never handed out
+    // A canceled alarm's record was kept until now: each alarm record
+    // stands for at most one slot, which is what bounds the ring.
+    if (h->event.type == PIER_PORT_ALARM_EVENT) {
+      if (AlarmRec* rec =
+              alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(h->event.internal_)))
+        alarms.release(rec);
+    } else if (is_receive_event(h->event.type)) {
+      reprovide(h->event);  // a withdrawn receive: its buffer is free now
+    }
+    --ready_events;
+    r.pop();
+    h = r.head();
+  }
+}
+
+Slot* Port::Impl::scan_ready(Ring** from) noexcept {
   Slot* best = nullptr;
   for (Ring& r : rings) {
     Slot* h = r.head();
-    while (h && h->flushed) {  // ready, never handed out
-      // A canceled alarm's record was kept until now: each alarm record
-      // stands for at most one slot, which is what bounds the ring.
-      if (h->event.type == PIER_PORT_ALARM_EVENT) {
-        if (AlarmRec* rec =
-                alarms.lookup(static_cast<base::Pool<AlarmRec>::Handle>(h->event.internal_)))
-          alarms.release(rec);
-      } else if (is_receive_event(h->event.type)) {
-        reprovide(h->event);  // a withdrawn receive: its buffer is free now
-      }
-      --ready_events;
-      r.pop();
+    if (h && h->flushed) {
+      skip_flushed(r);
       h = r.head();
     }
     if (h && h->ready && (!best || h->seq < best->seq)) {

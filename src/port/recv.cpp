@@ -184,7 +184,7 @@ Status Port::Impl::provide(std::byte* ptr, unsigned size, std::uint8_t priority,
   if (ptr == nullptr || size < min_size || size > max_size || priority >= priority_count)
     return Status::invalid_argument;
   if (recv_held == 0) return Status::no_resource;
-  Buffer* b = buffers.acquire();
+  Buffer* b = acquire_buffer();
   if (b == nullptr) return Status::internal;  // sized to the tokens: cannot happen
   b->ptr = ptr;
   b->size = static_cast<std::uint8_t>(size);
@@ -194,10 +194,6 @@ Status Port::Impl::provide(std::byte* ptr, unsigned size, std::uint8_t priority,
   free_buffers[priority][size].push(b);
   if (waiting > 0) buffers_added = true;
   return Status::ok;
-}
-
-Buffer* Port::Impl::take_buffer(std::uint8_t priority, std::uint8_t size) noexcept {
-  return free_buffers[priority][size].pop();
 }
 
 const RegisteredRange* Port::Impl::find_range(std::uint64_t addr,
@@ -287,7 +283,7 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
         e.message = b->ptr;
         slot->region = region;
       }
-      buffers.release(b);
+      release_buffer(b);
       if (h.length == 0) {
         clean();
         mark_ready(slot);
@@ -511,7 +507,7 @@ void Port::Impl::withdraw_receive(Slot* slot) noexcept {
 
 void Port::Impl::reprovide(const Event& e) noexcept {
   if (closed || e.buffer == nullptr) return;
-  Buffer* b = buffers.acquire();  // the pool holds one per token: never empty here
+  Buffer* b = acquire_buffer();  // the pool holds one per token: never empty here
   if (b == nullptr) return;
   b->ptr = static_cast<std::byte*>(e.buffer);
   b->size = e.size;

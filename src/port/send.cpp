@@ -4,6 +4,7 @@
 // finalized our send. A failure disables the connection until one resume or
 // drop per reported failure (G10).
 #include <algorithm>
+#include <cstring>
 
 #include "base/log.hpp"
 #include "port/impl.hpp"
@@ -19,6 +20,28 @@ void* tagged(void* p, CookieTag t) {
 
 bool is_control(OpKind k) {
   return k == OpKind::resume || k == OpKind::drop;
+}
+
+/// memcpy of 1 to Port::Impl::stage_bytes bytes, inline: 8-byte words (the
+/// last one overlapping), for short ones two overlapping 4-byte words.
+void copy_small(std::byte* to, const std::byte* from, std::size_t n) noexcept {
+  if (n >= 8) {
+    std::uint64_t w;
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+      std::memcpy(&w, from + i, 8);
+      std::memcpy(to + i, &w, 8);
+    }
+    std::memcpy(&w, from + n - 8, 8);
+    std::memcpy(to + n - 8, &w, 8);
+  } else if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, from, 4);
+    std::memcpy(&b, from + n - 4, 4);
+    std::memcpy(to, &a, 4);
+    std::memcpy(to + n - 4, &b, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+  }
 }
 
 /// What a send that could not reach its target reports.
@@ -66,7 +89,7 @@ Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t prior
                          std::uint32_t node_id, unsigned port, std::byte* local,
                          std::uint64_t remote, std::size_t length, unsigned size) noexcept {
   if (closed) return Status::not_initialized;
-  if (priority >= priority_count || node_id >= core().size() || port > 0xffff ||
+  if (priority >= priority_count || node_id >= node_count || port > 0xffff ||
       length > max_message || (length > 0 && local == nullptr))
     return Status::invalid_argument;
   if (kind == OpKind::send &&
@@ -85,7 +108,13 @@ Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t prior
   op->local = local;
   op->remote = remote;
   op->length = static_cast<std::uint32_t>(length);
-  if (length > 0) {
+  if (length > 0 && length <= stage_bytes && kind != OpKind::get && free_stage_count != 0) {
+    // GM's client leaves the bytes alone until the callback; a copy now
+    // reads what the core would read later, without a region per message.
+    const std::uint32_t slot = free_stages[--free_stage_count];
+    copy_small(stage_store.data() + std::size_t{slot} * stage_bytes, local, length);
+    op->stage = slot + 1;
+  } else if (length > 0) {
     auto r = core().validate(local, length);
     if (!r) {
       ops.release(op);
@@ -102,7 +131,7 @@ Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t prior
 Status Port::Impl::resume_or_drop(bool drop, const Completion& done, std::uint8_t priority,
                                   std::uint32_t node_id, unsigned port) noexcept {
   if (closed) return Status::not_initialized;
-  if (priority >= priority_count || node_id >= core().size() || port > 0xffff)
+  if (priority >= priority_count || node_id >= node_count || port > 0xffff)
     return Status::invalid_argument;
   Connection* c = connection(priority, node_id, static_cast<std::uint16_t>(port), false);
   if (c == nullptr || c->failures == 0) return Status::invalid_argument;
@@ -189,7 +218,12 @@ Status Port::Impl::post(Op* op) noexcept {
   a.upper = wire::Upper::port;
   a.header = std::span(bytes).first(*encoded);
   if (payload && op->length > 0) {
-    a.region = &op->region;
+    if (op->stage != 0) {
+      a.region = &stage_region;
+      a.offset = std::size_t{op->stage - 1} * stage_bytes;
+    } else {
+      a.region = &op->region;
+    }
     a.length = op->length;
   }
   std::uint32_t* in_flight = nullptr;
@@ -206,7 +240,15 @@ Status Port::Impl::post(Op* op) noexcept {
       ++*in_flight;
       op->holds_credit = true;
     }
-    if (piggyback) piggyback->owed_acks = 0;
+    if (piggyback && piggyback->owed_acks != 0) {
+      piggyback->owed_acks = 0;
+      // Nothing left to flush: alone on the ack list (a ping-pong), it
+      // leaves it now instead of at the next poll's flush_acks().
+      if (ack_head == piggyback && piggyback->next == nullptr) {
+        ack_head = nullptr;
+        piggyback->on_ack_list = false;
+      }
+    }
     op->core_busy = true;
     ++pinned;
     c->in_flight.push(op);
@@ -273,7 +315,7 @@ void Port::Impl::on_send_finalized(Op* op, Status s) noexcept {
   if (s != Status::ok) op->local_status = s;
   if (closed) {
     if (!op->landing) {
-      if (op->region.handle) (void)core().invalidate(op->region);
+      release_source(op);
       ops.release(op);
     }
     return;
@@ -287,7 +329,7 @@ void Port::Impl::on_landing_finalized(Op* op, Status s) noexcept {
   if (s != Status::ok) op->local_status = s;
   if (closed) {
     if (!op->core_busy) {
-      if (op->region.handle) (void)core().invalidate(op->region);
+      release_source(op);
       ops.release(op);
     }
     return;
@@ -333,10 +375,7 @@ void Port::Impl::release_credit(const Connection* c, Op* op) noexcept {
 
 void Port::Impl::complete(Op* op) noexcept {
   Connection* c = op->conn;
-  if (op->region.handle) {
-    (void)core().invalidate(op->region);
-    op->region = {};
-  }
+  release_source(op);
   Status st = Status::ok;
   if (!is_control(op->kind)) {
     st = op->reply_status != Status::ok   ? op->reply_status
@@ -471,7 +510,7 @@ void Port::Impl::close_sender() noexcept {
       while (Op* op = list->pop()) {
         release_credit(c, op);
         if (op->core_busy || op->landing) continue;
-        if (op->region.handle) (void)core().invalidate(op->region);
+        release_source(op);
         ops.release(op);
       }
 }

@@ -277,6 +277,52 @@ TEST_P(Rules, G7EverySizeArrivesIntactAndCompletesOnce) {
   }
 }
 
+// Sends and puts of up to 64 bytes leave from a copy made at the call, in
+// a staging slot of the port (no core region per op): every length up to and
+// past that limit arrives intact, also with many in flight at once (every
+// slot in use and given back again), and the client's bytes are read once.
+TEST_P(Rules, G7SmallSendsAndPutsOfEveryLengthArriveIntact) {
+  constexpr std::size_t max_len = 72, batch = 24;
+  std::vector<std::vector<std::byte>> bufs, msgs;
+  for (std::size_t len = 1; len <= max_len; ++len) {
+    bufs.push_back(buffer_for(min_size_for_length(len)));
+    msgs.push_back(pattern(len, static_cast<unsigned>(len)));
+  }
+  for (std::size_t first = 0; first < max_len; first += batch) {
+    const std::size_t end = std::min(max_len, first + batch);
+    for (std::size_t i = first; i < end; ++i) {
+      ASSERT_EQ(b_->provide(bufs[i].data(), min_size_for_length(i + 1), Priority::low), Status::ok);
+      ASSERT_EQ(a_->send(msgs[i].data(), msgs[i].size(), Priority::low, 1, 2, i), Status::ok);
+    }
+    ASSERT_TRUE(run([&] { return b_->received.size() == end && a_->completions.size() == end; }));
+  }
+  for (std::size_t i = 0; i < max_len; ++i) {
+    EXPECT_EQ(b_->received[i].data, msgs[i]) << "length " << i + 1;
+    EXPECT_EQ(a_->completions[i].id, i);
+    EXPECT_EQ(a_->completions[i].status, Status::ok);
+  }
+  std::vector<std::byte> target(max_len * 80, std::byte{0});
+  ASSERT_EQ(b_->port->register_memory(target.data(), target.size()), Status::ok);
+  const auto base = reinterpret_cast<std::uint64_t>(target.data());
+  for (std::size_t first = 0; first < max_len; first += batch) {
+    const std::size_t end = std::min(max_len, first + batch);
+    for (std::size_t i = first; i < end; ++i) {
+      ASSERT_EQ(a_->port->put(msgs[i].data(), base + i * 80, msgs[i].size(), Priority::high, 1, 2,
+                              Driver::on_sent, Driver::id(max_len + i)),
+                Status::ok);
+      ++a_->outstanding_sends;
+    }
+    ASSERT_TRUE(run([&] { return a_->completions.size() == max_len + end; }));
+  }
+  for (std::size_t i = 0; i < max_len; ++i) {
+    EXPECT_EQ(a_->completions[max_len + i].status, Status::ok);
+    EXPECT_EQ(std::memcmp(target.data() + i * 80, msgs[i].data(), msgs[i].size()), 0)
+        << "put of length " << i + 1;
+  }
+  EXPECT_EQ(a_->port->send_tokens_held(), a_->port->send_tokens());
+  ASSERT_EQ(b_->port->deregister_memory(target.data(), target.size()), Status::ok);
+}
+
 /// G8: request/reply, requests on low, replies on high, bounded buffers on
 /// both sides, many more messages than buffers or tokens: never deadlocks.
 TEST_P(Rules, G8RequestReplyWithBoundedBuffersNeverDeadlocks) {
