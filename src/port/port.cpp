@@ -2,6 +2,7 @@
 // unknown), alarms, and the public facade.
 #include <algorithm>
 #include <bit>
+#include <mutex>
 #include <thread>
 
 #include "base/config.hpp"
@@ -149,6 +150,11 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
   rings[0].init(this, send_total + alarms.capacity());
   rings[1].init(this, recv_total);
   rings[2].init(this, recv_total);
+  // Allocated before the first region is validated: a failure here leaves
+  // no region behind in the core.
+  stage_store.resize(std::size_t{send_total} * stage_bytes);
+  free_stages = std::make_unique<std::uint32_t[]>(send_total);
+  for (std::uint32_t i = send_total; i-- > 0;) free_stages[free_stage_count++] = i;
   if (fast_max > 0) {
     fast_store.resize(2 * std::size_t{recv_total} * fast_max);
     for (std::size_t r = 1; r <= 2; ++r)
@@ -158,9 +164,6 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
     if (!region) throw std::bad_alloc();
     fast_region = *region;
   }
-  stage_store.resize(std::size_t{send_total} * stage_bytes);
-  free_stages = std::make_unique<std::uint32_t[]>(send_total);
-  for (std::uint32_t i = send_total; i-- > 0;) free_stages[free_stage_count++] = i;
   {
     auto region = core().validate(stage_store.data(), stage_store.size());
     if (!region) {
@@ -173,11 +176,34 @@ Port::Impl::Impl(Node::Impl& n, unsigned port_id, std::uint16_t port_epoch)
   spin_ns = spin_key.get() * 1'000;
 }
 
+namespace {
+/// Keeps memory a core may still read after its port is gone, for the rest
+/// of the process (reachable, so leak checkers do not report it).
+void keep_for_core(std::vector<std::byte>&& store) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::vector<std::byte>>();
+  std::lock_guard lock(mu);
+  kept->push_back(std::move(store));  // moving keeps the bytes where they are
+}
+}  // namespace
+
 Port::Impl::~Impl() {
   // Requests whose answers never left go back to the core (it may live on).
   while (Reply* r = reply_retry.pop()) take(r->request);
-  if (fast_region.handle) (void)core().invalidate(fast_region);
-  if (stage_region.handle) (void)core().invalidate(stage_region);
+  // A region the core still pins (a send of a closed port it still holds,
+  // as after a close that gave up waiting) is left allocated on purpose:
+  // the core reads it until that op ends, even after this port is gone.
+  const auto release = [this](core::Region& region, std::vector<std::byte>& store,
+                              const char* what) {
+    if (!region.handle) return;
+    const Status st = core().invalidate(region);
+    if (st == Status::ok) return;
+    PIER_LOG(warn, "port", "port {}: the core still uses its {} ({}); it is left allocated", id,
+             what, to_string(st));
+    keep_for_core(std::move(store));
+  };
+  release(fast_region, fast_store, "fast receive area");
+  release(stage_region, stage_store, "staging area");
 }
 
 void Port::Impl::poll_timers() noexcept {
