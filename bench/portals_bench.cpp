@@ -2,6 +2,7 @@
 // to the bare driver measured in the same run by the same processes.
 // Run under pier-run, once per driver:
 //   pier-run -n 2 --bind core portals_bench --driver shm [--reps N] [--latency-only]
+//            [--iters N]   (round trips per latency figure, 20000 by default)
 // Figures (rank 0 prints them; one-way = round trip / 2):
 //   put 8 B        ping-pong of PtlPut without ack, each side waiting in
 //                  PtlCTWait on the counter of its ME: one-way;
@@ -36,7 +37,7 @@ namespace {
 using pier::Status;
 using Clock = pier::bench::Clock;
 
-constexpr long lat_iters = 20000;
+long lat_iters = 20000;  // --iters
 constexpr std::size_t bw_total = 256u << 20;
 constexpr std::size_t bw_sizes[] = {64u << 10, 1u << 20, 4u << 20};
 constexpr std::size_t max_size = 4u << 20;
@@ -162,7 +163,8 @@ struct Portals {
   }
 };
 
-double put_latency(Portals& p) {
+// Not inlined: callgrind can count it alone (--toggle-collect='*put_latency*').
+[[gnu::noinline]] double put_latency(Portals& p) {
   auto t0 = Clock::now();
   for (long i = 0; i < lat_iters; ++i) {
     if (p.rank == 0) {
@@ -234,6 +236,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--driver") driver = argv[i + 1];
+    if (std::string(argv[i]) == "--iters") lat_iters = std::max(1, std::atoi(argv[i + 1]));
   }
   if (pier::config::set("CORE_DRIVERS", driver) != Status::ok) die("config");
   Portals p;

@@ -30,43 +30,54 @@ int simple(Op op, std::uint32_t handle) {
   return call(op, on(handle));
 }
 
-/// `h`'s value from the mirror the LIB writes, without a forwarded call.
+/// `h`'s value from the mirror the LIB writes into `table` (the live
+/// state's, which the caller holds pinned), without a forwarded call.
 /// False when the mirror does not show `h` (stale, forged, not a CT, caught
 /// mid-write): the LIB answers then.
-bool ct_read(ptl_handle_ct_t h, ptl_ct_event_t& value) {
+bool ct_read(const pier::lib::CtMirror* table, ptl_handle_ct_t h, ptl_ct_event_t& value) {
   namespace lib = pier::lib;
-  pier::capi::Pin pin;
-  State* s = pin.get();
-  const lib::CtMirror* table = s ? s->ct_mirrors.get() : nullptr;
   if (!table || lib::kind_of(h) != lib::Kind::ct) return false;
   return lib::read_ct(table[lib::ct_mirror_slot(h)], h, value);
 }
 
 /// PtlCTPoll's answer from the mirrors (ct_read), or false.
-bool ct_mirrored(const ptl_handle_ct_t* hs, const ptl_size_t* tests, unsigned size,
-                 ptl_ct_event_t* event, unsigned* which, int& rc) {
+bool ct_mirrored(const pier::lib::CtMirror* table, const ptl_handle_ct_t* hs,
+                 const ptl_size_t* tests, unsigned size, ptl_ct_event_t* event, unsigned* which,
+                 int& rc) {
   if (size == 0) return false;
-  // Every handle is checked before any is tested, as the LIB does.
   ptl_ct_event_t v;
-  for (unsigned i = 0; i < size; ++i)
-    if (pier::lib::ni_of(hs[i]) != pier::lib::ni_of(hs[0]) || !ct_read(hs[i], v)) return false;
-  for (unsigned i = 0; i < size; ++i) {
-    if (!ct_read(hs[i], v)) return false;
+  const auto reached = [&](unsigned i) {
     // R-C4: the reference's condition, which a failure also satisfies.
-    if (v.success >= tests[i] || v.failure != 0) {
-      if (event) *event = v;
-      if (which) *which = i;
-      rc = PTL_OK;
-      return true;
-    }
+    if (v.success < tests[i] && v.failure == 0) return false;
+    if (event) *event = v;
+    if (which) *which = i;
+    rc = PTL_OK;
+    return true;
+  };
+  if (size == 1) {
+    // One handle (PtlCTWait): the read that checks it is the one tested.
+    if (!ct_read(table, hs[0], v)) return false;
+    if (!reached(0)) rc = PTL_CT_NONE_REACHED;
+    return true;
+  }
+  // Every handle is checked before any is tested, as the LIB does.
+  for (unsigned i = 0; i < size; ++i)
+    if (pier::lib::ni_of(hs[i]) != pier::lib::ni_of(hs[0]) || !ct_read(table, hs[i], v))
+      return false;
+  for (unsigned i = 0; i < size; ++i) {
+    if (!ct_read(table, hs[i], v)) return false;
+    if (reached(i)) return true;
   }
   rc = PTL_CT_NONE_REACHED;
   return true;
 }
 
-int ct_poll_once(const ptl_handle_ct_t* hs, const ptl_size_t* tests, unsigned size,
+/// One look at the counters, from the mirrors of `s` (pinned by the
+/// caller), else from the LIB.
+int ct_poll_once(const State& s, const ptl_handle_ct_t* hs, const ptl_size_t* tests, unsigned size,
                  ptl_ct_event_t* event, unsigned* which) {
-  if (int rc = PTL_FAIL; ct_mirrored(hs, tests, size, event, which, rc)) return rc;
+  if (int rc = PTL_FAIL; ct_mirrored(s.ct_mirrors.get(), hs, tests, size, event, which, rc))
+    return rc;
   Call c;
   c.ptr = hs;
   c.ptr2 = tests;
@@ -94,6 +105,7 @@ int eq_poll_once(const ptl_handle_eq_t* hs, unsigned size, ptl_event_t* event, u
 }
 
 int move(const pier::lib::Move& m, bool triggered, ptl_handle_ct_t trig, ptl_size_t threshold) {
+  if (!triggered) return pier::capi::start_move(m);  // the Move alone, no Call around it
   Call c;
   c.move = m;
   c.triggered = triggered;
@@ -422,9 +434,13 @@ int PtlCTGet(ptl_handle_ct_t ct, ptl_ct_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!event) return PTL_ARG_INVALID;
   pier::capi::poll();
-  if (ptl_ct_event_t v; ct_read(ct, v)) {
-    *event = v;
-    return PTL_OK;
+  {
+    pier::capi::Pin pin;
+    State* s = pin.get();
+    if (ptl_ct_event_t v; s && ct_read(s->ct_mirrors.get(), ct, v)) {
+      *event = v;
+      return PTL_OK;
+    }
   }
   Reply r;
   int rc = call(Op::ct_get, on(ct), &r);
@@ -434,16 +450,18 @@ int PtlCTGet(ptl_handle_ct_t ct, ptl_ct_event_t* event) {
 
 int PtlCTWait(ptl_handle_ct_t ct, ptl_size_t test, ptl_ct_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
-  return pier::capi::wait_for([&] { return ct_poll_once(&ct, &test, 1, event, nullptr); },
-                              PTL_CT_NONE_REACHED, PTL_TIME_FOREVER);
+  return pier::capi::wait_for(
+      [&](const State& s) { return ct_poll_once(s, &ct, &test, 1, event, nullptr); },
+      PTL_CT_NONE_REACHED, PTL_TIME_FOREVER);
 }
 
 int PtlCTPoll(const ptl_handle_ct_t* cts, const ptl_size_t* tests, unsigned int size,
               ptl_time_t timeout, ptl_ct_event_t* event, unsigned int* which) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!cts || !tests || size == 0) return PTL_ARG_INVALID;
-  return pier::capi::wait_for([&] { return ct_poll_once(cts, tests, size, event, which); },
-                              PTL_CT_NONE_REACHED, timeout);
+  return pier::capi::wait_for(
+      [&](const State& s) { return ct_poll_once(s, cts, tests, size, event, which); },
+      PTL_CT_NONE_REACHED, timeout);
 }
 
 int PtlCTSet(ptl_handle_ct_t ct, ptl_ct_event_t value) {
@@ -537,16 +555,16 @@ int PtlEQGet(ptl_handle_eq_t eq, ptl_event_t* event) {
 int PtlEQWait(ptl_handle_eq_t eq, ptl_event_t* event) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!event) return PTL_ARG_INVALID;
-  return pier::capi::wait_for([&] { return eq_poll_once(&eq, 1, event, nullptr); }, PTL_EQ_EMPTY,
-                              PTL_TIME_FOREVER);
+  return pier::capi::wait_for([&](const State&) { return eq_poll_once(&eq, 1, event, nullptr); },
+                              PTL_EQ_EMPTY, PTL_TIME_FOREVER);
 }
 
 int PtlEQPoll(const ptl_handle_eq_t* eqs, unsigned int size, ptl_time_t timeout, ptl_event_t* event,
               unsigned int* which) {
   if (!pier::capi::state()) return PTL_NO_INIT;
   if (!eqs || size == 0 || !event) return PTL_ARG_INVALID;  // an event taken would be lost
-  return pier::capi::wait_for([&] { return eq_poll_once(eqs, size, event, which); }, PTL_EQ_EMPTY,
-                              timeout);
+  return pier::capi::wait_for([&](const State&) { return eq_poll_once(eqs, size, event, which); },
+                              PTL_EQ_EMPTY, timeout);
 }
 
 int PtlTriggeredPut(ptl_handle_md_t md, ptl_size_t local_offset, ptl_size_t length,

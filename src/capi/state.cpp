@@ -185,6 +185,19 @@ int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
   return out.rc;
 }
 
+int start_move(const lib::Move& m) noexcept {
+  Pin pin;
+  State* s = pin.get();
+  if (!s) return PTL_NO_INIT;
+  api_calls.store(api_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  int rc = PTL_FAIL;
+  Status st = s->api->forward(static_cast<std::uint32_t>(lib::Op::start_move),
+                              std::as_bytes(std::span(&m, 1)),
+                              std::as_writable_bytes(std::span(&rc, 1)), base::Deadline::never());
+  if (st != Status::ok) return to_ptl(st);
+  return rc;
+}
+
 void wait_enter(State& s) noexcept {
   const std::uint64_t before = wait_state.fetch_add(one_waiter, std::memory_order_seq_cst);
   // A helper asleep in the core, or another waiter in a long turn, learns
@@ -243,10 +256,17 @@ bool idle(State& s, std::uint64_t seen, const base::Deadline& deadline, bool spi
     return n.epoch() != seen || s.core->pending() != 0 || s.core->contended_urgently() ||
            (turn_ns > 1'000'000 && wait_state.load(std::memory_order_acquire) >= 2 * one_waiter);
   };
-  if (s.core->pending() != 0)
+  // With transfers under way, one pass. When that pass ends them (a put's
+  // own send, say) and shows nothing new, the turn goes on here rather than
+  // after a round through the lock and a look at the caller's condition
+  // that could not have changed (it moves only with the epoch); unless
+  // another thread waits for the lock, whose look comes first, as before.
+  bool turn = true;
+  if (s.core->pending() != 0) {
     (void)s.core->progress();
-  else
-    quiet = s.core->wait_turn(done, deadline, turn_ns, spin) == Status::timeout;
+    turn = !done() && !s.core->contended();
+  }
+  if (turn) quiet = s.core->wait_turn(done, deadline, turn_ns, spin) == Status::timeout;
   s.core->leave_critical();
   // Others asked for the lock during our turn: let them take it before our
   // next turn does (a mutex hands it to whoever comes first, often us).

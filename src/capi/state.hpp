@@ -71,6 +71,9 @@ class Pin {
 /// Forwards `op` to the LIB; PTL_NO_INIT without state, PTL_FAIL when the
 /// NAL could not deliver the call.
 int call(lib::Op op, const lib::Call& c, lib::Reply* r = nullptr) noexcept;
+/// Forwards a move that is not triggered (lib::Op::start_move): the Move
+/// alone crosses, and the PTL_* code comes back. Same errors as call().
+int start_move(const lib::Move& m) noexcept;
 
 /// Bookkeeping of the blocking calls, for PtlAbort.
 void wait_enter(State& s) noexcept;
@@ -109,8 +112,9 @@ class PatientWait {
   bool was_ = false;
 };
 
-/// Repeats `attempt` until it returns something other than `empty`, the
-/// timeout passes (returns `empty`) or PtlAbort (PTL_ABORTED).
+/// Repeats `attempt(state)` until it returns something other than `empty`,
+/// the timeout passes (returns `empty`) or PtlAbort (PTL_ABORTED). The
+/// state is pinned for the whole wait, so attempts need no pin of their own.
 template <class Attempt>
 int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
   Pin pin;
@@ -121,7 +125,7 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
     // LIB may run in this thread and nobody else drives it), no waiting.
     if (aborting()) return PTL_ABORTED;
     poll();
-    return attempt();
+    return attempt(*s);
   }
   auto deadline = timeout_ms == PTL_TIME_FOREVER ? base::Deadline::never()
                                                  : base::Deadline::after_ms(timeout_ms);
@@ -142,7 +146,7 @@ int wait_for(Attempt attempt, int empty, ptl_time_t timeout_ms) noexcept {
       break;
     }
     std::uint64_t seen = s->lib->notifier().epoch();
-    rc = attempt();
+    rc = attempt(*s);
     if (rc != empty || deadline.expired()) break;
     patient.begin();
     quiet = idle(*s, seen, deadline, !quiet);

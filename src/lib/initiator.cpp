@@ -141,21 +141,24 @@ void Lib::finalize(void* cookie, Status status) noexcept {
   finish_initiator(m);
 }
 
-int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
+int Lib::check_move(const Move& mv, Checked& out) noexcept {
   Ni& ni = nis_[ni_of(mv.md)];
   if (ni.refs == 0) return PTL_ARG_INVALID;
   Md* md = ni.mds->lookup(mv.md);
   if (!md) return PTL_ARG_INVALID;
-  *ni_out = &ni;
+  out.ni = &ni;
+  out.md = md;
   const auto& l = ni.limits;
   bool is_get = mv.op == wire::PortalsOp::get;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
   if (!md->buffer.holds(mv.local_offset, mv.length)) return PTL_ARG_INVALID;
   if (mv.length > l.max_msg_size) return PTL_ARG_INVALID;  // R-L1
+  out.get_md = nullptr;
   if (fetch) {
     Md* g = ni.mds->lookup(mv.get_md);  // same NI: the handle names it
     if (!g) return PTL_ARG_INVALID;
     if (!g->buffer.holds(mv.local_get_offset, mv.length)) return PTL_ARG_INVALID;
+    out.get_md = g;
   }
   if (!is_get && !fetch) {
     if (mv.ack_req > PTL_OC_ACK_REQ) return PTL_ARG_INVALID;
@@ -177,8 +180,7 @@ int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
     if (mv.length % element != 0) return PTL_ARG_INVALID;
     if (mv.atomic_op >= PTL_CSWAP && mv.length > element) return PTL_ARG_INVALID;
   }
-  auto peer = rank_of(ni, mv.target);
-  if (!peer) return PTL_ARG_INVALID;
+  if (!rank_of(ni, mv.target, out.peer)) return PTL_ARG_INVALID;
   // An iovec range that crosses elements is staged: through the message's
   // bounce slot up to bounce_stage_max bytes, else through the staging
   // pool, which must be able to hold it.
@@ -189,10 +191,10 @@ int Lib::check_move(const Move& mv, Ni** ni_out) noexcept {
 }
 
 int Lib::move(const Call& c, Reply&) noexcept {
-  Ni* ni = nullptr;
-  if (int rc = check_move(c.move, &ni); rc != PTL_OK) return rc;
-  if (!c.triggered) return launch(c.move, ni);
-  Ct* ct = ni->cts->lookup(c.trig_ct);
+  Checked k;
+  if (int rc = check_move(c.move, k); rc != PTL_OK) return rc;
+  if (!c.triggered) return launch(c.move, k);
+  Ct* ct = k.ni->cts->lookup(c.trig_ct);
   if (!ct) return PTL_ARG_INVALID;
   Trig t;
   t.kind = TrigKind::move;
@@ -201,20 +203,21 @@ int Lib::move(const Call& c, Reply&) noexcept {
 }
 
 int Lib::start_move(const Move& mv) noexcept {
-  Ni* ni = nullptr;
-  if (int rc = check_move(mv, &ni); rc != PTL_OK) return rc;
-  return launch(mv, ni);
+  Checked k;
+  if (int rc = check_move(mv, k); rc != PTL_OK) return rc;
+  return launch(mv, k);
 }
 
-int Lib::launch(const Move& mv, Ni* ni) noexcept {
+int Lib::launch(const Move& mv, const Checked& k) noexcept {
   // Past half the answer queue only messages already accepted may add to it
   // (an ack each, which holds no state): a request waits, as for a state.
   if (answers_backed_up()) return PTL_NO_SPACE;
-  Md* md = ni->mds->lookup(mv.md);
-  Md* get_md = nullptr;
+  // What check_move() found, not looked up again.
+  Ni* ni = k.ni;
+  Md* md = k.md;
+  Md* get_md = k.get_md;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
-  if (fetch) get_md = ni->mds->lookup(mv.get_md);
-  core::Rank peer = *rank_of(*ni, mv.target);
+  core::Rank peer = k.peer;
   Msg* m = new_msg(false);
   if (!m) return PTL_NO_SPACE;
   m->initiator = true;

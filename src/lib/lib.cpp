@@ -310,14 +310,28 @@ void Lib::call(Op op, const Call& c, Reply& r) noexcept {
 
 Status Lib::dispatch(std::uint32_t op, std::span<const std::byte> args,
                      std::span<std::byte> ret) noexcept {
+  const auto aligned = [](const void* p, std::size_t a) {
+    return reinterpret_cast<std::uintptr_t>(p) % a == 0;
+  };
+  if (op == static_cast<std::uint32_t>(Op::start_move)) {
+    if (args.size() != sizeof(Move) || ret.size() != sizeof(int)) return Status::invalid_argument;
+    int rc;
+    if (aligned(args.data(), alignof(Move))) {
+      rc = start_move(*reinterpret_cast<const Move*>(args.data()));
+    } else {
+      Move m;
+      std::memcpy(static_cast<void*>(&m), args.data(), sizeof m);
+      rc = start_move(m);
+    }
+    if (parked_retry_due_) retry_parked();
+    std::memcpy(ret.data(), &rc, sizeof rc);
+    return Status::ok;
+  }
   if (args.size() != sizeof(Call) || ret.size() != sizeof(Reply)) return Status::invalid_argument;
   // A direct NAL hands the API side's own Call and Reply objects (aligned):
   // the LIB works on them in place, since copying the 700 bytes of the two
   // blocks in and out cost more than a small put's whole LIB path. Blocks
   // that are not (unaligned bytes from elsewhere) go through copies.
-  const auto aligned = [](const void* p, std::size_t a) {
-    return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-  };
   if (aligned(args.data(), alignof(Call)) && aligned(ret.data(), alignof(Reply))) {
     call(static_cast<Op>(op), *reinterpret_cast<const Call*>(args.data()),
          *reinterpret_cast<Reply*>(ret.data()));
@@ -585,17 +599,6 @@ int Lib::pt_enable(const Call& c, Reply&) noexcept {
   return PTL_OK;
 }
 
-ptl_process_t Lib::my_id(const Ni& ni) const noexcept {
-  ptl_process_t p{};
-  if (ni.logical) {
-    p.rank = my_rank_;
-  } else {
-    p.phys.nid = nid_;
-    p.phys.pid = pid_;
-  }
-  return p;
-}
-
 int Lib::get_id(const Call& c, Reply& r, bool physical) noexcept {
   Ni* ni = find_ni(c.handle);
   if (!ni) return PTL_ARG_INVALID;
@@ -620,28 +623,6 @@ int Lib::bundle(const Call& c, Reply&, bool start) noexcept {
     --ni->bundles;
   }
   return PTL_OK;
-}
-
-Result<core::Rank> Lib::rank_of(Ni& ni, ptl_process_t t) const noexcept {
-  ptl_process_t phys = t;
-  if (ni.logical) {
-    if (t.rank >= map_.size()) return Status::not_found;
-    phys = map_[t.rank];
-  }
-  if (phys.phys.pid >= core_.size() || nid_of_rank_[phys.phys.pid] != phys.phys.nid)
-    return Status::not_found;
-  return static_cast<core::Rank>(phys.phys.pid);
-}
-
-ptl_process_t Lib::initiator_of(const Ni& ni, const wire::PortalsHeader& h) const noexcept {
-  ptl_process_t p{};
-  if (ni.logical) {
-    p.rank = h.initiator_nid;
-  } else {
-    p.phys.nid = h.initiator_nid;
-    p.phys.pid = h.initiator_pid;
-  }
-  return p;
 }
 
 }  // namespace pier::lib

@@ -65,6 +65,11 @@ enum class Op : std::uint32_t {
   bundle_start,
   bundle_end,
   pending,  ///< Reply::size = the core's sends and receives still under way
+  /// A move that is not triggered, carried alone: the argument block is a
+  /// Move and the return block an int (the PTL_* code), not a Call and a
+  /// Reply. PtlPut and its kin use it: building, checking and reading
+  /// those large blocks cost a small put a tenth of its LIB path.
+  start_move,
 };
 
 struct Call {
@@ -281,8 +286,25 @@ class Lib final : public core::Client, public nal::Lib {
     return (h.matching == wire::Matching::non_matching ? 1u : 0u) |
            (h.addressing == wire::Addressing::physical ? 2u : 0u);
   }
+  /// Whether entry `e` takes a message (R-M*). Inline: the match walk.
   bool matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator, ptl_size_t rlength,
-               ptl_size_t remote_offset) const noexcept;
+               ptl_size_t remote_offset) const noexcept {
+    if (!e.is_me) return true;  // R-M4: an LE takes every message
+    if (((bits ^ e.match_bits) & ~e.ignore_bits) != 0) return false;
+    if (e.ni->logical) {
+      if (e.match_id.rank != PTL_RANK_ANY && e.match_id.rank != initiator.rank) return false;
+    } else {
+      if (e.match_id.phys.nid != PTL_NID_ANY && e.match_id.phys.nid != initiator.phys.nid)
+        return false;
+      if (e.match_id.phys.pid != PTL_PID_ANY && e.match_id.phys.pid != initiator.phys.pid)
+        return false;
+    }
+    if (e.options & PTL_ME_NO_TRUNCATE) {
+      ptl_size_t offset = (e.options & PTL_ME_MANAGE_LOCAL) ? e.local_offset : remote_offset;
+      if (!e.buffer.holds(offset, rlength)) return false;
+    }
+    return true;
+  }
   void complete_target(Msg* m, ptl_ni_fail_t fail) noexcept;
   void deliver_answer(Msg* m) noexcept;
   Status send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
@@ -291,7 +313,11 @@ class Lib final : public core::Client, public nal::Lib {
   /// deferred_ (in order) and leaves from a later parse or finalize.
   Status send_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
                      const core::Region* region, std::size_t offset, std::size_t length) noexcept;
-  void flush_deferred() noexcept;
+  /// Sends the answers waiting in deferred_ while the core takes them.
+  void flush_deferred() noexcept {
+    if (deferred_count_ > 0) flush_deferred_now();  // inline: empty on almost every call
+  }
+  void flush_deferred_now() noexcept;
   std::byte* bounce(const Msg* m) noexcept { return bounce_.data() + m->bounce * bounce_slot; }
   std::size_t bounce_offset(const Msg* m) const noexcept { return m->bounce * bounce_slot; }
   /// Takes a staging run of at least `bytes` for `m` from the initiator's
@@ -303,7 +329,10 @@ class Lib final : public core::Client, public nal::Lib {
   /// Gives freed target staging to the parked messages, oldest first.
   void stage_retry() noexcept;
   /// Starts stalled triggered moves, oldest first, while states allow.
-  void stalled_retry() noexcept;
+  void stalled_retry() noexcept {
+    if (stalled_count_ > 0) stalled_retry_now();  // inline: none stalled on almost every call
+  }
+  void stalled_retry_now() noexcept;
   /// Moves a parked target message's data now that it has its run.
   void resume_staged(Msg* m) noexcept;
   /// Where a crossing range of `m` is staged: its staging run if it has
@@ -322,10 +351,18 @@ class Lib final : public core::Client, public nal::Lib {
   void post_pt_disabled(Pt& pt, ptl_pt_index_t index) noexcept;
   // initiator.cpp
   int move(const Call& c, Reply& r) noexcept;
-  int check_move(const Move& mv, Ni** ni_out) noexcept;
+  /// What check_move() found for a move it passed: launch() takes it
+  /// rather than looking the handles and the target up again.
+  struct Checked {
+    Ni* ni = nullptr;
+    Md* md = nullptr;      ///< the put MD (the get MD of a get)
+    Md* get_md = nullptr;  ///< fetch_atomic, swap
+    core::Rank peer = 0;
+  };
+  int check_move(const Move& mv, Checked& out) noexcept;
   int start_move(const Move& mv) noexcept;
-  /// start_move() of a move check_move() just passed on `ni`.
-  int launch(const Move& mv, Ni* ni) noexcept;
+  /// start_move() of a move check_move() just passed (`k`).
+  int launch(const Move& mv, const Checked& k) noexcept;
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
@@ -333,9 +370,40 @@ class Lib final : public core::Client, public nal::Lib {
   /// A message state, or null when none is left for this side (initiators
   /// may not take the last quarter of the pool).
   Msg* new_msg(bool for_target) noexcept;
-  Result<core::Rank> rank_of(Ni& ni, ptl_process_t target) const noexcept;
-  ptl_process_t my_id(const Ni& ni) const noexcept;
-  ptl_process_t initiator_of(const Ni& ni, const wire::PortalsHeader& h) const noexcept;
+  /// The core rank of process `target` as `ni` names it; false when no
+  /// process has that id. Inline: every request asks it at both ends.
+  bool rank_of(const Ni& ni, ptl_process_t target, core::Rank& out) const noexcept {
+    ptl_process_t phys = target;
+    if (ni.logical) {
+      if (target.rank >= map_.size()) return false;
+      phys = map_[target.rank];
+    }
+    // nid_of_rank_ has one entry per rank of the core.
+    if (phys.phys.pid >= nid_of_rank_.size() || nid_of_rank_[phys.phys.pid] != phys.phys.nid)
+      return false;
+    out = static_cast<core::Rank>(phys.phys.pid);
+    return true;
+  }
+  ptl_process_t my_id(const Ni& ni) const noexcept {
+    ptl_process_t p{};
+    if (ni.logical) {
+      p.rank = my_rank_;
+    } else {
+      p.phys.nid = nid_;
+      p.phys.pid = pid_;
+    }
+    return p;
+  }
+  ptl_process_t initiator_of(const Ni& ni, const wire::PortalsHeader& h) const noexcept {
+    ptl_process_t p{};
+    if (ni.logical) {
+      p.rank = h.initiator_nid;
+    } else {
+      p.phys.nid = h.initiator_nid;
+      p.phys.pid = h.initiator_pid;
+    }
+    return p;
+  }
   // triggered.cpp
   int trig_ct(const Call& c, Reply& r) noexcept;
   int trig_append(const Call& c, Reply& r) noexcept;

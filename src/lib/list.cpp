@@ -28,25 +28,6 @@ bool advance_past_header(Entry& e, ptl_size_t rlength) noexcept {
 }
 }  // namespace
 
-bool Lib::matches(const Entry& e, ptl_match_bits_t bits, ptl_process_t initiator,
-                  ptl_size_t rlength, ptl_size_t remote_offset) const noexcept {
-  if (!e.is_me) return true;  // R-M4: an LE takes every message
-  if (((bits ^ e.match_bits) & ~e.ignore_bits) != 0) return false;
-  if (e.ni->logical) {
-    if (e.match_id.rank != PTL_RANK_ANY && e.match_id.rank != initiator.rank) return false;
-  } else {
-    if (e.match_id.phys.nid != PTL_NID_ANY && e.match_id.phys.nid != initiator.phys.nid)
-      return false;
-    if (e.match_id.phys.pid != PTL_PID_ANY && e.match_id.phys.pid != initiator.phys.pid)
-      return false;
-  }
-  if (e.options & PTL_ME_NO_TRUNCATE) {
-    ptl_size_t offset = (e.options & PTL_ME_MANAGE_LOCAL) ? e.local_offset : remote_offset;
-    if (!e.buffer.holds(offset, rlength)) return false;
-  }
-  return true;
-}
-
 int Lib::check_entry(Ni& ni, ptl_pt_index_t pt, const ptl_me_t& me, bool is_me) noexcept {
   if (pt >= ni.pts.size() || !ni.pts[pt].allocated) return PTL_ARG_INVALID;
   if (is_me != ni.matching) return PTL_ARG_INVALID;

@@ -63,6 +63,10 @@ enum class Phase : std::uint8_t {
 };
 
 struct Msg {
+  /// Provided, so that the pool's `new Msg()` runs the initializers below
+  /// and nothing else: an implicit constructor made it value-initialize,
+  /// zeroing all 300 bytes (`ev` too) before setting the fields.
+  Msg() noexcept {}
   Msg* prev = nullptr;  ///< on Lib::awaiting_ while an answer is due
   Msg* next = nullptr;
   bool awaiting = false;
@@ -106,6 +110,9 @@ struct Msg {
   bool unlink_after = false;
   bool late_write = false;  ///< counted in Lib::late_writes_ until it completes
   bool held_put = false;    ///< a contiguous put kept in the bounce slot, written at completion
+  /// The entry's range crosses iovec elements: the data lands staged and
+  /// is scattered at completion.
+  bool cross = false;
   core::Rank source = 0;
   std::uint64_t cookie = 0;  ///< the initiator's, echoed in the answer
   /// The target event, every field written at parse time before any use;

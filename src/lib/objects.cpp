@@ -18,8 +18,7 @@ std::uint32_t& next_generation(Kind kind, std::uint32_t ni) noexcept {
   return next[static_cast<std::size_t>(kind) & 7u][ni & 3u];
 }
 
-std::size_t Buffer::segment_at(std::size_t offset) const noexcept {
-  if (offset >= length || offset < first) return segments.size();
+std::size_t Buffer::segment_search(std::size_t offset) const noexcept {
   auto it = std::upper_bound(starts.begin(), starts.end(), offset);
   return static_cast<std::size_t>(it - starts.begin()) - 1;
 }
@@ -31,7 +30,7 @@ bool Buffer::crosses(std::size_t offset, std::size_t n) const noexcept {
   return n > segments[i].extent - (offset - starts[i]);
 }
 
-void* Buffer::address(std::size_t offset) const noexcept {
+void* Buffer::address_slow(std::size_t offset) const noexcept {
   if (segments.empty()) return nullptr;
   if (offset >= length) return segments.back().base + segments.back().extent;
   std::size_t i = segment_at(offset);

@@ -184,11 +184,23 @@ struct Buffer {
     return offset >= first && offset <= length && n <= length - offset;
   }
   /// The segment holding `offset`; segments.size() when outside.
-  std::size_t segment_at(std::size_t offset) const noexcept;
+  std::size_t segment_at(std::size_t offset) const noexcept {
+    // Inline for the one segment of every buffer but an iovec's. (starts
+    // has one entry per segment.)
+    if (offset >= length || offset < first) return starts.size();
+    return starts.size() == 1 ? 0 : segment_search(offset);
+  }
+  /// segment_at() of an offset inside a buffer of several segments.
+  std::size_t segment_search(std::size_t offset) const noexcept;
   /// True when [offset, offset + n) spans more than one segment.
   bool crosses(std::size_t offset, std::size_t n) const noexcept;
   /// Address of byte `offset` (for event start), nullptr past the end.
-  void* address(std::size_t offset) const noexcept;
+  void* address(std::size_t offset) const noexcept {
+    if (starts.size() == 1 && offset >= first && offset < length)
+      return segments.front().base + (offset - starts.front());
+    return address_slow(offset);
+  }
+  void* address_slow(std::size_t offset) const noexcept;
   /// Copies [offset, offset + n) out to `out` / in from `in`, across
   /// elements; the range must be held.
   void copy_out(std::size_t offset, std::size_t n, std::byte* out) const noexcept;

@@ -39,15 +39,23 @@ ptl_event_kind_t comm_kind(wire::PortalsOp op) {
 
 /// The entry segment holding [offset, offset + length), or nullptr when the
 /// range crosses iovec elements.
-const core::Region* contiguous(const Buffer& b, std::size_t offset, std::size_t length,
-                               std::size_t* local) {
-  if (b.segments.empty()) return nullptr;
+inline const core::Region* contiguous(const Buffer& b, std::size_t offset, std::size_t length,
+                                      std::size_t* local) {
+  const std::size_t count = b.starts.size();  // one per segment
+  if (count == 0) return nullptr;
   if (length == 0) {
     *local = 0;
     return &b.segments.front();
   }
+  if (count == 1) {  // every buffer but an iovec's
+    if (offset >= b.length || offset < b.first) return nullptr;
+    const std::size_t in = offset - b.starts.front();
+    if (length > b.segments.front().extent - in) return nullptr;
+    *local = in;
+    return &b.segments.front();
+  }
   std::size_t i = b.segment_at(offset);
-  if (i >= b.segments.size()) return nullptr;
+  if (i >= count) return nullptr;
   std::size_t in = offset - b.starts[i];
   if (length > b.segments[i].extent - in) return nullptr;
   *local = in;
@@ -112,7 +120,9 @@ void Lib::retry_parked() noexcept {
 Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
                         const core::Region* region, std::size_t offset,
                         std::size_t length) noexcept {
-  std::array<std::byte, wire::PortalsHeader::size> bytes{};
+  // Not zeroed: the encoders write every byte of the length they return,
+  // and only those are sent.
+  std::array<std::byte, wire::PortalsHeader::size> bytes;
   const Result<std::size_t> n =
       h.fits_compact() ? wire::encode_compact(h, bytes) : wire::encode(h, bytes);
   if (!n) return n.status();
@@ -148,7 +158,7 @@ Status Lib::send_answer(core::Rank peer, const wire::PortalsHeader& h, void* coo
   return Status::ok;
 }
 
-void Lib::flush_deferred() noexcept {
+void Lib::flush_deferred_now() noexcept {
   bool drained = false;
   while (deferred_count_ > 0) {
     Deferred& d = deferred_[deferred_head_];
@@ -232,9 +242,10 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
   // initiator it names (entries restricted to another rank match only it).
   const bool carries = h.op == wire::PortalsOp::put || wire::is_atomic(h.op);
   const ptl_process_t initiator = initiator_of(ni, h);
-  const Result<core::Rank> claimed = rank_of(ni, initiator);
-  if (a.length != (carries ? std::uint64_t{h.operand_length} + h.length : 0) || !claimed ||
-      *claimed != a.source) {
+  core::Rank claimed = 0;
+  const bool known = rank_of(ni, initiator, claimed);
+  if (a.length != (carries ? std::uint64_t{h.operand_length} + h.length : 0) || !known ||
+      claimed != a.source) {
     PIER_LOG(warn, "lib", "malformed {} from rank {} dropped", wire::to_string(h.op), a.source);
     ++ni.status[PTL_SR_DROP_COUNT];
     return refuse(a, h, wire::NiFail::dropped);
@@ -254,11 +265,12 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     ++ni.status[PTL_SR_DROP_COUNT];
     return refuse(a, h, wire::NiFail::pt_disabled);
   }
-  Entry* e = nullptr;
-  for (auto* list : {&pt.priority, &pt.overflow}) {
-    for (Entry* x = list->head; x && !e; x = x->next)
-      if (matches(*x, h.match_bits, initiator, h.length, h.remote_offset)) e = x;
-    if (e) break;
+  // The priority list, then the overflow list (R-M1).
+  Entry* e = pt.priority.head;
+  while (e && !matches(*e, h.match_bits, initiator, h.length, h.remote_offset)) e = e->next;
+  if (!e) {
+    e = pt.overflow.head;
+    while (e && !matches(*e, h.match_bits, initiator, h.length, h.remote_offset)) e = e->next;
   }
   if (!e) {
     ++ni.status[PTL_SR_DROP_COUNT];  // R-M7
@@ -360,6 +372,7 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     ++ni.status[PTL_SR_DROP_COUNT];
     return refuse(a, h, wire::NiFail::dropped);
   }
+  m->cross = cross;
   if (uh) ni.unexpected_free.remove(uh);
   if (e->options & PTL_ME_MANAGE_LOCAL) {
     e->local_offset += mlength;  // R-O3
@@ -546,9 +559,11 @@ void Lib::finish_target(Msg* m, Status status) noexcept {
   Entry* e = m->entry;
   if (m->phase == Phase::target_send) return complete_target(m, PTL_NI_OK);
   if (m->op == wire::PortalsOp::put) {
+    // Landed in place (neither held nor crossing elements): nothing to
+    // write, and the entry's range needs no second look.
+    if (m->length == 0 || (!m->held_put && !m->cross)) return complete_target(m, PTL_NI_OK);
     std::size_t local = 0;
-    const core::Region* seg =
-        m->length > 0 ? contiguous(e->buffer, m->offset_used, m->length, &local) : nullptr;
+    const core::Region* seg = contiguous(e->buffer, m->offset_used, m->length, &local);
     if (m->held_put && seg != nullptr) {
       (void)core_.write(*seg, local, {staged(m), static_cast<std::size_t>(m->length)});
     } else if (m->length > 0 && seg == nullptr) {

@@ -22,6 +22,15 @@ int Lib::add_trigger(Ct* ct, ptl_size_t threshold, const Trig& t) noexcept {
 }
 
 void Lib::ct_changed(Ct* ct) noexcept {
+  if (ct->triggered.empty() && !in_fire_) {
+    // Nothing to release and no release under way (so nothing owed to the
+    // mirrors either: mirror_owed_ is drained before in_fire_ drops): what
+    // the loop below would end with.
+    mirror(*ct);
+    notifier_.bump();
+    stalled_retry();
+    return;
+  }
   // Saturating: PtlCTSet may give any values, and a wrapped sum would never
   // reach a threshold the true one passed (R-T1).
   const ptl_size_t sum = ct->value.success > ~ct->value.failure
@@ -131,7 +140,7 @@ void Lib::fire(Trig* t) noexcept {
   trigs_.release(t);
 }
 
-void Lib::stalled_retry() noexcept {
+void Lib::stalled_retry_now() noexcept {
   if (in_stalled_retry_ || in_fire_) return;
   in_stalled_retry_ = true;
   while (stalled_count_ > 0) {
