@@ -145,16 +145,24 @@ Status Port::Impl::resume_or_drop(bool drop, const Completion& done, std::uint8_
   --send_held;
   --c->failures;
   Fifo<Op> next;
-  next.push(op);  // the control goes first: the target must see it before what follows
   if (drop) {
+    // A resume or drop still queued for core room answers an earlier
+    // failure: it still goes, ahead of this one (completing it unsent left
+    // the target's stream suspended for good). The rest is dropped.
     for (Fifo<Op>* list : {&c->parked, &c->queued})
       while (Op* o = list->pop()) {
+        if (is_control(o->kind)) {
+          next.push(o);
+          continue;
+        }
         o->replied = true;
         o->reply_status = Status::dropped;
         complete(o);
       }
-  } else if (c->failures == 0) {
-    next.splice(c->parked);
+    next.push(op);
+  } else {
+    next.push(op);  // the control goes first: the target must see it before what follows
+    if (c->failures == 0) next.splice(c->parked);
   }
   next.splice(c->queued);
   c->queued = next;
