@@ -13,8 +13,11 @@
 #include <pier/port.hpp>
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "base/clock.hpp"
@@ -579,6 +582,21 @@ class Node::Impl final : public core::Client {
     return credits > 1 ? credits - 1 : 1;
   }
   std::shared_ptr<void> keep_alive;  ///< the bootstrap of Node::create()
+
+  /// While no port is open nobody polls the node, yet peers still send to
+  /// its closed numbers and its closed ports still owe answers: a caretaker
+  /// thread polls it every PORT_IDLE_POLL_MS until a port opens (GM's NIC
+  /// answers "port closed" on its own). Only a node that owns its core
+  /// (an attached core has another driver), and only once a port was
+  /// open: a job's ranks open theirs while peers may already send. open()
+  /// and the destructor stop it first: one thread uses the node at a time.
+  void start_caretaker() noexcept;
+  void stop_caretaker() noexcept;
+  std::thread caretaker;
+  std::mutex caretaker_mutex;
+  std::condition_variable caretaker_cv;
+  bool caretaker_stop = false;  ///< under caretaker_mutex
+  bool ending = false;          ///< in the destructor
 };
 
 inline void Port::Impl::poll() noexcept {

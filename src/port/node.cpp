@@ -1,6 +1,8 @@
 // pier::port: the node (one per process over one Core), the demultiplexing
 // of the core's callbacks to ports, and port open/close.
 #include <algorithm>
+#include <chrono>
+#include <system_error>
 
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -14,6 +16,10 @@ namespace {
 inline const config::IntKey close_wait_key{
     "PORT_CLOSE_WAIT_MS", 10000, 0, 3'600'000,
     "how long closing a port waits for transfers still using the client's memory"};
+inline const config::IntKey idle_poll_key{
+    "PORT_IDLE_POLL_MS", 10, 0, 60'000,
+    "while no port of the node is open, a thread polls it this often (0: never): answers to "
+    "sends to its closed ports"};
 inline const config::IntKey max_ports_key{"PORT_MAX_PORTS", 32, 1, 65536,
                                           "port numbers a node can open: 0 to this minus one"};
 
@@ -34,6 +40,8 @@ Node::Impl::Impl(core::Core& c, std::unique_ptr<core::Core> owned) noexcept
 }
 
 Node::Impl::~Impl() {
+  ending = true;  // the closes below start no caretaker
+  stop_caretaker();
   // Ports the client leaked: closing them answers what they hold.
   for (auto& p : ports)
     if (p) close(p.get());
@@ -53,6 +61,8 @@ Node::Impl::~Impl() {
 Result<Port::Impl*> Node::Impl::open(unsigned id) {
   if (id >= ports.size()) return Status::invalid_argument;
   if (ports[id]) return Status::in_use;
+  // Also when the open fails: start_caretaker() runs again at the next close.
+  stop_caretaker();
   reap();
   try {
     std::uint16_t epoch = ++epochs[id];
@@ -118,6 +128,37 @@ void Node::Impl::close(Port::Impl* port) noexcept {
     reap();
   }
   slot.reset();
+  if (open_ports.empty()) start_caretaker();
+}
+
+void Node::Impl::start_caretaker() noexcept {
+  const auto period = std::chrono::milliseconds(idle_poll_key.get());
+  if (ending || owned_core == nullptr || period.count() == 0 || caretaker.joinable()) return;
+  caretaker_stop = false;
+  try {
+    caretaker = std::thread([this, period] {
+      std::unique_lock lock(caretaker_mutex);
+      // Sleeps first: a client that closes a port to open another at once
+      // (or its peers' first sends meanwhile) sees no difference.
+      while (!caretaker_cv.wait_for(lock, period, [this] { return caretaker_stop; })) {
+        lock.unlock();
+        poll();
+        lock.lock();
+      }
+    });
+  } catch (const std::system_error& e) {
+    PIER_LOG(warn, "port", "no caretaker thread for a node with no open port: {}", e.what());
+  }
+}
+
+void Node::Impl::stop_caretaker() noexcept {
+  if (!caretaker.joinable()) return;
+  {
+    std::lock_guard lock(caretaker_mutex);
+    caretaker_stop = true;
+  }
+  caretaker_cv.notify_one();
+  caretaker.join();
 }
 
 void Node::Impl::reap() noexcept {

@@ -88,6 +88,12 @@ TEST_P(PortJob, DeadTargetNodeIsReportedUnreachableOnce) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
 }
 
+TEST_P(PortJob, ANodeWithEveryPortClosedStillAnswersPortClosed) {
+  Outcome o = run("idle", 2, {"PIER_PORT_SEND_TIMEOUT_MS=20000"});
+  EXPECT_FALSE(o.timed_out);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+}
+
 // An MPI-and-SHMEM kind of program: Portals puts one way, port messages
 // the other, in one process per rank (both_job.cpp).
 TEST_P(PortJob, PortsAndPortalsWorkSideBySideInOneProcess) {

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -465,11 +466,47 @@ int death(pier_port_t* p, unsigned rank) {
   return errors;
 }
 
+/// A node whose every port is closed still answers: rank 1 closes its only
+/// port and stops calling pier; sends from rank 0 to that number and to one
+/// never opened come back "port closed" well before the send timeout.
+int idle(pier_port_t*& p, unsigned rank) {
+  auto ignore = [](const pier_port_event_t&) {};
+  std::uint64_t v = 7;
+  if (rank == 1) {
+    Sent ready;
+    CHECK(pier_port_send_with_callback(p, &v, 4, 8, 0, 0, 1, on_sent, &ready) == PIER_PORT_SUCCESS);
+    CHECK(pump(p, ignore, [&] { return ready.done == 1; }));
+    pier_port_close(p);
+    p = nullptr;
+    // Out of pier until rank 0 is done (its answers need no call here).
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    return errors;
+  }
+  std::vector<unsigned char> buf(64);
+  CHECK(pier_port_provide_receive_buffer_with_tag(p, buf.data(), 4, 0, 0) == PIER_PORT_SUCCESS);
+  bool got = false;
+  CHECK(pump(
+      p, [&](const pier_port_event_t&) { got = true; }, [&] { return got; }));
+  for (unsigned target_port : {1u, 5u}) {
+    Sent s, dropped;
+    CHECK(pier_port_send_with_callback(p, &v, 4, 8, 0, 1, target_port, on_sent, &s) ==
+          PIER_PORT_SUCCESS);
+    // PIER_PORT_SEND_TIMEOUT_MS is 20 s in this run: a timeout cannot pass.
+    CHECK(pump(
+        p, ignore, [&] { return s.done == 1; }, 2500));
+    CHECK(s.done == 1 && s.statuses[0] == PIER_PORT_SEND_TARGET_PORT_CLOSED);
+    CHECK(pier_port_drop_sends(p, 0, 1, target_port, on_sent, &dropped) == PIER_PORT_SUCCESS);
+    CHECK(pump(p, ignore, [&] { return dropped.done == 1; }));
+  }
+  CHECK(pier_port_send_tokens_held(p) == pier_port_num_send_tokens(p));
+  return errors;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: port_job rules [G1..G10]|forward|death\n");
+    std::fprintf(stderr, "usage: port_job rules [G1..G10]|forward|death|idle\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -516,10 +553,12 @@ int main(int argc, char** argv) {
     rc = max_node == 2 ? forward(port, rank) : 4;
   } else if (scenario == "death") {
     rc = death(port, rank);
+  } else if (scenario == "idle") {
+    rc = idle(port, rank);
   } else {
     rc = 2;
   }
-  pier_port_close(port);
+  if (port != nullptr) pier_port_close(port);
   pier_port_finalize();
   if (rc != 0) std::fprintf(stderr, "port_job: rank %u: %d failed checks\n", rank, rc);
   return rc == 0 ? 0 : 1;
