@@ -83,6 +83,10 @@ class Node {
   Result<std::string> host_name(std::uint32_t node_id) const;
   /// The lowest node id running on `host`.
   Result<std::uint32_t> node_id_of_host(std::string_view host) const;
+  /// The core under the node, for a program that drives it itself. While
+  /// no port is open a caretaker thread polls the node
+  /// (PIER_PORT_IDLE_POLL_MS): use the core only while a port is open, or
+  /// with that key at 0.
   core::Core& core() noexcept;
 
   class Impl;

@@ -2,7 +2,7 @@
 // of the core's callbacks to ports, and port open/close.
 #include <algorithm>
 #include <chrono>
-#include <system_error>
+#include <exception>
 
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -61,7 +61,6 @@ Node::Impl::~Impl() {
 Result<Port::Impl*> Node::Impl::open(unsigned id) {
   if (id >= ports.size()) return Status::invalid_argument;
   if (ports[id]) return Status::in_use;
-  // Also when the open fails: start_caretaker() runs again at the next close.
   stop_caretaker();
   reap();
   try {
@@ -70,6 +69,7 @@ Result<Port::Impl*> Node::Impl::open(unsigned id) {
     ports[id] = std::make_unique<Port::Impl>(*this, id, epoch);
     ports[id]->opened_at = ++answer_clock;
   } catch (const std::bad_alloc&) {
+    if (open_ports.empty()) start_caretaker();  // no close would start it again
     return Status::no_memory;
   }
   open_ports.push_back(ports[id].get());
@@ -132,10 +132,11 @@ void Node::Impl::close(Port::Impl* port) noexcept {
 }
 
 void Node::Impl::start_caretaker() noexcept {
-  const auto period = std::chrono::milliseconds(idle_poll_key.get());
-  if (ending || owned_core == nullptr || period.count() == 0 || caretaker.joinable()) return;
+  if (ending || owned_core == nullptr || caretaker.joinable()) return;
   caretaker_stop = false;
   try {
+    const auto period = std::chrono::milliseconds(idle_poll_key.get());
+    if (period.count() == 0) return;
     caretaker = std::thread([this, period] {
       std::unique_lock lock(caretaker_mutex);
       // Sleeps first: a client that closes a port to open another at once
@@ -146,7 +147,8 @@ void Node::Impl::start_caretaker() noexcept {
         lock.lock();
       }
     });
-  } catch (const std::system_error& e) {
+  } catch (const std::exception& e) {
+    // Out of threads or memory: the node answers again once a port opens.
     PIER_LOG(warn, "port", "no caretaker thread for a node with no open port: {}", e.what());
   }
 }

@@ -347,8 +347,7 @@ void Port::Impl::hold(Stream* s, core::Incoming* handle, const wire::PortHeader&
     // More arrivals wait than PORT_HELD: answer this one as timed out.
     PIER_LOG(warn, "port", "port {}: too many held messages; node {} times out", id, s->node);
     if (handle) {
-      (void)core().recv(handle, nullptr, nullptr, 0, 0, 0);
-      nack(s, Status::timeout);
+      nack(s, Status::timeout, handle);  // taken when the nack leaves: see drop_held()
     } else {
       owe_ack(s);
     }
@@ -427,10 +426,14 @@ void Port::Impl::drop_held(Stream* s) noexcept {
     if (x->handle == nullptr) {
       owe_ack(s, x->controls);
     } else {
-      (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+      // The arrival goes back to the core only when its nack leaves: its
+      // sender's credit stays spent meanwhile, so while answers wait for
+      // core room a peer cannot queue more of them than it has credits
+      // (it could fill the answer pool for every node before, by sends
+      // it had dropped again and again).
       flush_stream(s);
       (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::nack,
-                        static_cast<std::uint8_t>(Status::dropped));
+                        static_cast<std::uint8_t>(Status::dropped), 0, nullptr, 0, 0, x->handle);
     }
     helds.release(x);
   }
@@ -462,9 +465,9 @@ void Port::Impl::serve_streams() noexcept {
     // G8: no matching buffer came in time; the sender learns it and stops.
     s->held.pop();
     --waiting;
-    (void)core().recv(x->handle, nullptr, nullptr, 0, 0, 0);
+    core::Incoming* request = x->handle;  // taken when the nack leaves (drop_held)
     helds.release(x);
-    nack(s, Status::timeout);
+    nack(s, Status::timeout, request);
   }
 }
 

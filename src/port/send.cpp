@@ -410,7 +410,10 @@ static Op* first_unanswered(Connection* c) noexcept {
 void Port::Impl::apply_acks(Connection* c, std::uint32_t count) noexcept {
   for (std::uint32_t i = 0; i < count; ++i) {
     Op* op = first_unanswered(c);
-    if (op == nullptr) break;
+    // Only its get_reply answers a get (targets hold acks back while a
+    // reply waits): an ack reaching one is forged, and would end it `ok`
+    // with nothing landed.
+    if (op == nullptr || op->kind == OpKind::get) break;
     op->replied = true;
     op->reply_status = Status::ok;
   }

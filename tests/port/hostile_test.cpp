@@ -5,6 +5,7 @@
 #include <array>
 #include <deque>
 #include <random>
+#include <string>
 
 #include "harness.hpp"
 #include "wire/port.hpp"
@@ -611,6 +612,76 @@ TEST(PortHostile, ANackThatNamesNoFailureIsReported) {
   cores.clear();
 }
 
+/// Only a get reply answers a get: an ack from its target (alone, or
+/// piggybacked on a send) completed the get `ok` with nothing landed, and
+/// the real reply was then dropped (found by a review). The ack now stops at
+/// the get, which completes with its reply.
+TEST(PortHostile, AnAckDoesNotCompleteAGet) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  for (const bool piggybacked : {false, true}) {
+    SCOPED_TRACE(piggybacked ? "piggybacked on a send" : "an ack packet");
+    auto cores = connected_cores(2);
+    ASSERT_EQ(cores.size(), 2u);
+    Raw raw(*cores[0]);
+    ASSERT_EQ(cores[0]->attach(wire::Upper::port, &raw, wire::PortHeader::size), Status::ok);
+    auto node = Node::attach(*cores[1]);
+    ASSERT_TRUE(node);
+    {
+      Driver b(**node, 2);
+      auto pump = [&] {
+        b.step();
+        (void)cores[0]->progress();
+      };
+      std::array<char, 8> into{};
+      into.fill('o');
+      ASSERT_EQ(b.port->register_memory(into.data(), into.size()), Status::ok);
+      ASSERT_EQ(b.port->get(0x1000, into.data(), into.size(), Priority::low, 0, 1, Driver::on_sent,
+                            Driver::id(9)),
+                Status::ok);
+      ++b.outstanding_sends;
+      for (int i = 0; i < 2000 && raw.answers.empty(); ++i) pump();
+      ASSERT_EQ(raw.answers.size(), 1u);
+      const wire::PortHeader request = raw.answers[0];
+      ASSERT_EQ(request.kind, wire::PortKind::get_request);
+      wire::PortHeader ack;
+      ack.sending_port = 1;
+      ack.receiving_port = 2;
+      ack.peer_epoch = request.epoch;
+      ack.tag = 1;  // one op answered
+      std::vector<std::byte> body(8, std::byte{'s'});
+      if (piggybacked) {
+        // A send to port 2 whose tag acks one op; nothing takes the send
+        // (no buffer), which does not matter here.
+        ack.kind = wire::PortKind::send;
+        ack.length = body.size();
+        ack.size_class = 4;
+        ASSERT_EQ(raw.send(ack, &body), Status::ok);
+      } else {
+        ack.kind = wire::PortKind::ack;
+        ASSERT_EQ(raw.send(ack), Status::ok);
+      }
+      for (int i = 0; i < 200; ++i) pump();
+      EXPECT_TRUE(b.completions.empty()) << "the get completed without its reply";
+      // The real reply still lands and completes the get.
+      wire::PortHeader reply;
+      reply.kind = wire::PortKind::get_reply;
+      reply.sending_port = 1;
+      reply.receiving_port = 2;
+      reply.peer_epoch = request.epoch;
+      reply.cookie = request.cookie;
+      reply.length = into.size();
+      std::vector<std::byte> data(into.size(), std::byte{'r'});
+      ASSERT_EQ(raw.send(reply, &data), Status::ok);
+      for (int i = 0; i < 2000 && b.completions.empty(); ++i) pump();
+      ASSERT_EQ(b.completions.size(), 1u);
+      EXPECT_EQ(b.completions[0].status, Status::ok);
+      EXPECT_EQ(std::string(into.data(), into.size()), std::string(8, 'r'));
+    }
+    node->reset();
+    cores.clear();
+  }
+}
+
 /// A receive whose sender died mid-transfer is withdrawn (no event); its
 /// buffer went back to the free list at once, while its slot stayed in the
 /// event ring behind an older receive still landing. The next arrival took
@@ -818,6 +889,101 @@ TEST(PortHostile, AnswersWaitingForCoreRoomAreNeverLost) {
     std::size_t replies = 0;
     for (const auto& a : asker.answers) replies += a.kind == wire::PortKind::get_reply;
     EXPECT_EQ(replies, std::size_t{asked / 2});  // the rest: closed-port nacks
+    EXPECT_EQ(b.port->deregister_memory(window.data(), window.size()), Status::ok);
+  }
+  node->reset();
+  cores.clear();
+}
+
+// While answers wait for core room, sends the port holds (no buffer of
+// their size) and then drops (a drop control) were taken back at once and
+// their nacks queued with no credit held: a peer repeating that filled the
+// port's answer pool, and every later answer to any node was lost ("no
+// room for an answer"; found by a review). Now a dropped or timed-out
+// arrival stays with the core until its nack leaves, so the sender's
+// credits bound what it queues, and another node's get is answered.
+TEST(PortHostile, DroppingHeldSendsAgainAndAgainCannotFillTheAnswerQueue) {
+  config::ScopedSet drivers("CORE_DRIVERS", "self");
+  config::ScopedSet slots("CORE_SEND_MSGS", "2");
+  config::ScopedSet credits("CORE_CREDITS", "8");
+  config::ScopedSet states("CORE_RECV_MSGS", "64");
+  config::ScopedSet held("PORT_HELD", "1");  // raised to 2 x CORE_RECV_MSGS + 1
+  config::ScopedSet close_wait("PORT_CLOSE_WAIT_MS", "500");
+  auto cores = connected_cores(4);
+  ASSERT_EQ(cores.size(), 4u);
+  Raw asker(*cores[0]), silent(*cores[2]), other(*cores[3]);
+  ASSERT_EQ(cores[0]->attach(wire::Upper::port, &asker, wire::PortHeader::size), Status::ok);
+  ASSERT_EQ(cores[2]->attach(wire::Upper::port, &silent, wire::PortHeader::size), Status::ok);
+  ASSERT_EQ(cores[3]->attach(wire::Upper::port, &other, wire::PortHeader::size), Status::ok);
+  silent.hold = true;
+  auto node = Node::attach(*cores[1]);
+  ASSERT_TRUE(node);
+  {
+    Driver b(**node, 2);
+    auto pump = [&](int rounds) {
+      for (int i = 0; i < rounds; ++i) {
+        b.step();
+        (void)cores[0]->progress();
+        (void)cores[2]->progress();
+        (void)cores[3]->progress();
+      }
+    };
+    // What the core takes within a while, pumping meanwhile.
+    auto send = [&](Raw& from, const wire::PortHeader& h, std::vector<std::byte>* body) {
+      for (int k = 0; k < 50; ++k) {
+        if (from.send(h, body) == Status::ok) return true;
+        pump(1);
+      }
+      return false;
+    };
+    std::vector<std::byte> window = pattern(64, 3);
+    ASSERT_EQ(b.port->register_memory(window.data(), window.size()), Status::ok);
+    wire::PortHeader get;
+    get.kind = wire::PortKind::get_request;
+    get.receiving_port = 2;
+    get.length = 8;
+    get.remote_address = reinterpret_cast<std::uintptr_t>(window.data());
+    get.epoch = 1;
+    get.sending_port = 7;
+    // The silent node's replies take node 1's send slots: answers queue.
+    int from_silent = 0;
+    for (; from_silent < 24 && send(silent, get, nullptr); ++from_silent) pump(2);
+    pump(200);
+    ASSERT_GE(from_silent, 10);
+    // The asker: rounds of sends the port has no buffer for, each round
+    // dropped by a drop control from the same port.
+    wire::PortHeader held_send;
+    held_send.kind = wire::PortKind::send;
+    held_send.sending_port = 5;
+    held_send.receiving_port = 2;
+    held_send.epoch = 1;
+    held_send.length = 1000;
+    held_send.size_class = 10;  // ceil(log2(1000 + 8))
+    std::vector<std::byte> body(1000, std::byte{1});
+    wire::PortHeader drop;
+    drop.kind = wire::PortKind::drop;
+    drop.sending_port = 5;
+    drop.receiving_port = 2;
+    drop.epoch = 1;
+    for (int round = 0; round < 60; ++round) {
+      for (int k = 0; k < 7; ++k)
+        if (!send(asker, held_send, &body)) break;  // its credits are held: the bound
+      pump(4);
+      (void)send(asker, drop, nullptr);
+      pump(4);
+    }
+    // Another node asks for data.
+    get.sending_port = 20;
+    ASSERT_TRUE(send(other, get, nullptr));
+    pump(50);
+    silent.release();
+    bool replied = false;
+    for (int i = 0; i < 20000 && !replied; ++i) {
+      pump(1);
+      for (const auto& a : other.answers)
+        replied |= a.kind == wire::PortKind::get_reply && a.receiving_port == 20;
+    }
+    EXPECT_TRUE(replied) << "the get from port 20 was never answered";
     EXPECT_EQ(b.port->deregister_memory(window.data(), window.size()), Status::ok);
   }
   node->reset();
