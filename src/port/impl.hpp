@@ -496,6 +496,13 @@ class Port::Impl {
   const RegisteredRange* find_range(std::uint64_t addr, std::uint64_t len) const noexcept;
   void hold(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept;
   void drop_held(Stream* s) noexcept;
+  /// The held arrival `x` of `s` as the request of its nack: it goes back
+  /// to the core when the nack leaves, so its sender's credit stays spent
+  /// meanwhile and a peer cannot queue more nacks than it has credits.
+  /// With one credit per priority (no spare one for answers) it goes back
+  /// now instead: two nodes each holding the other's only credit until
+  /// their nacks leave would wait for each other for good.
+  core::Incoming* nack_request(const Stream* s, core::Incoming* x) noexcept;
 };
 
 /// The one mapping of Status to the C codes (capi.cpp).

@@ -347,7 +347,7 @@ void Port::Impl::hold(Stream* s, core::Incoming* handle, const wire::PortHeader&
     // More arrivals wait than PORT_HELD: answer this one as timed out.
     PIER_LOG(warn, "port", "port {}: too many held messages; node {} times out", id, s->node);
     if (handle) {
-      nack(s, Status::timeout, handle);  // taken when the nack leaves: see drop_held()
+      nack(s, Status::timeout, nack_request(s, handle));
     } else {
       owe_ack(s);
     }
@@ -420,20 +420,25 @@ void Port::Impl::restart_stream(Stream* s, std::uint16_t sender_epoch) noexcept 
   s->sender_epoch = sender_epoch;
 }
 
+core::Incoming* Port::Impl::nack_request(const Stream* s, core::Incoming* x) noexcept {
+  if (core().credit_limit(s->node) > 1) return x;
+  (void)core().recv(x, nullptr, nullptr, 0, 0, 0);
+  return nullptr;
+}
+
 void Port::Impl::drop_held(Stream* s) noexcept {
   while (Held* x = s->held.pop()) {
     --waiting;
     if (x->handle == nullptr) {
       owe_ack(s, x->controls);
     } else {
-      // The arrival goes back to the core only when its nack leaves: its
-      // sender's credit stays spent meanwhile, so while answers wait for
-      // core room a peer cannot queue more of them than it has credits
-      // (it could fill the answer pool for every node before, by sends
-      // it had dropped again and again).
+      // While answers wait for core room, a peer could fill the answer pool
+      // for every node with sends it had dropped again and again, had each
+      // gone back to the core at once (nack_request).
       flush_stream(s);
       (void)send_answer(s->priority, s->node, s->port, s->sender_epoch, wire::PortKind::nack,
-                        static_cast<std::uint8_t>(Status::dropped), 0, nullptr, 0, 0, x->handle);
+                        static_cast<std::uint8_t>(Status::dropped), 0, nullptr, 0, 0,
+                        nack_request(s, x->handle));
     }
     helds.release(x);
   }
@@ -465,7 +470,7 @@ void Port::Impl::serve_streams() noexcept {
     // G8: no matching buffer came in time; the sender learns it and stops.
     s->held.pop();
     --waiting;
-    core::Incoming* request = x->handle;  // taken when the nack leaves (drop_held)
+    core::Incoming* request = nack_request(s, x->handle);
     helds.release(x);
     nack(s, Status::timeout, request);
   }
