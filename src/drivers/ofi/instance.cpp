@@ -74,6 +74,9 @@ Status OfiInstance::connect_async(std::span<const std::byte> remote_url) {
       return Status::no_memory;
     }
   }
+  // The peer's receives take no more than its url says; our own limit
+  // stays a bound too (caps.max_packet is the track's largest packet).
+  send_max_ = std::min<std::size_t>(ctx_.max_packet(), url->max_packet);
   remote_ctx_ = url->context_id;
   acceptor_ = ctx_.on_demand() && ctx_.acceptor_for(remote_url);
   called_back_ = false;
@@ -298,7 +301,10 @@ Status OfiInstance::check_post(const driver::Packet& pkt, bool send) const noexc
   if (Status s = driver::validate_post(pkt, ctx_.max_iov(), false); s != Status::ok) return s;
   if (pkt.driver_data[0] == mark_sending || pkt.driver_data[0] == mark_receiving)
     return Status::invalid_argument;
-  if (send && track_ == driver::Track::small && pkt.size() > ctx_.max_packet())
+  // Refused here, the connection intact: a larger packet would be
+  // truncated at the peer (tcp;ofi_rxm) or hang its completion queue read
+  // (libfabric 1.17's shm).
+  if (send && track_ == driver::Track::small && pkt.size() > send_max_)
     return Status::invalid_argument;
   return Status::ok;
 }

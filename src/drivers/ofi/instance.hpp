@@ -131,6 +131,9 @@ class OfiInstance final : public driver::Instance {
   std::chrono::steady_clock::time_point call_back_at_{};
 
   // send side
+  /// Small track: the largest packet sent, the smaller of our max packet
+  /// and the one the peer's url names (its bounce buffers' size).
+  std::size_t send_max_ = 0;
   std::size_t sends_in_flight_ = 0;
   Op* rdv_op_ = nullptr;             ///< the RMA send in flight: later sends wait behind its notice
   std::uint64_t sent_ = 0;           ///< packets posted
