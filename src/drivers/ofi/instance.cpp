@@ -309,7 +309,7 @@ Status OfiInstance::check_post(const driver::Packet& pkt, bool send) const noexc
   return Status::ok;
 }
 
-void OfiInstance::post_op(Op* op) noexcept {
+void OfiInstance::post_op(Op* op, bool peer_checked) noexcept {
   // Only receives into the bounce buffer have no packet.
   const driver::Packet* pkt = op->pkt;
   fid_ep* ep = ctx_.ep();
@@ -318,8 +318,14 @@ void OfiInstance::post_op(Op* op) noexcept {
   const fi_addr_t source = ctx_.directed() ? ctx_.peer_addr(peer_) : FI_ADDR_UNSPEC;
   const bool sends = op->kind == Op::Kind::send || op->kind == Op::Kind::rma_write ||
                      op->kind == Op::Kind::rdv_notice;
-  if (sends && ctx_.peer_unreachable(peer_)) {
-    // A retry after the peer's context closed: never to its endpoint.
+  // Looked at once per send: send_post() did, and nothing between there
+  // and here (the same lock held) can close the peer that this check
+  // would see and that one missed; a context closing in another thread
+  // can come just after either check alike. A later post (a retry after
+  // -FI_EAGAIN, a notice after its write, a fallback after a refused
+  // write) looks again.
+  if (sends && !peer_checked && ctx_.peer_unreachable(peer_)) {
+    // Posted after the peer's context closed: never to its endpoint.
     op->done = true;
     op->status = Status::broken;
     return;
@@ -338,7 +344,7 @@ void OfiInstance::post_op(Op* op) noexcept {
       std::size_t left = std::min<std::uint64_t>(op->length, op->rdv.length);
       if (left == 0) {
         op->kind = Op::Kind::rdv_notice;
-        post_op(op);
+        post_op(op, peer_checked);
         return;
       }
       std::array<::iovec, 16> iov{};

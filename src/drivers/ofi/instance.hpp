@@ -62,8 +62,10 @@ class OfiInstance final : public driver::Instance {
   /// A completion of one of this instance's ops (already marked done).
   void on_recv_done(Op* op) noexcept;
   /// Posts (or re-posts) libfabric work for an op; -FI_EAGAIN leaves it
-  /// for the context's retry list.
-  void post_op(Op* op) noexcept;
+  /// for the context's retry list. A send-side op to a peer that became
+  /// unreachable is ended broken instead, unless `peer_checked`: send_post()
+  /// looked just before, under the same lock.
+  void post_op(Op* op, bool peer_checked = false) noexcept;
   /// Sends owed control messages (hello, credit) and posts an owed
   /// small-track receive, when they could not go before.
   void flush_control() noexcept;
