@@ -1255,7 +1255,7 @@ void OfiContext::mark_dead(std::size_t peer) noexcept {
     if (inst->peer() == peer && inst->attached()) inst->on_peer_gone();
 }
 
-Status OfiContext::spin(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
+Status OfiContext::spin(std::unique_lock<ContextMutex>& lock, driver::Deadline deadline,
                         bool (*ready)(void*), void* arg) noexcept {
   for (;;) {
     progress();
@@ -1268,7 +1268,7 @@ Status OfiContext::spin(std::unique_lock<std::mutex>& lock, driver::Deadline dea
   }
 }
 
-Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
+Status OfiContext::wait(std::unique_lock<ContextMutex>& lock, driver::Deadline deadline,
                         bool (*ready)(void*), void* arg) noexcept {
   for (;;) {
     polls_since_check_ = check_every_polls;  // a sleeper checks its peers each slice

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "drivers/ofi/codec.hpp"
+#include "drivers/ofi/lock.hpp"
 
 #include <rdma/fi_domain.h>
 
@@ -80,7 +81,8 @@ class OfiInstance final : public driver::Instance {
   static constexpr std::uintptr_t mark_done = 0x0f1d;
 
   Status check_post(const driver::Packet& pkt, bool send) const noexcept;
-  bool recv_ended_by_peer() const noexcept;
+  // Inline: both run on every poll of a small-track receive.
+  bool recv_ended_by_peer() const noexcept { return peer_bye_ && consumed_ >= peer_sent_total_; }
   Status finish_recv(driver::Packet& pkt) noexcept;
   Status finish_send(driver::Packet& pkt) noexcept;
   Status inject(driver::Packet& pkt, std::size_t size) noexcept;
@@ -90,7 +92,7 @@ class OfiInstance final : public driver::Instance {
   /// Cancels the receive and progresses until it left the provider (at most
   /// 2 s), letting go of the context's lock (`lock`) between rounds;
   /// false when it is still there.
-  bool cancel_and_wait_recv_op(std::unique_lock<std::mutex>& lock) noexcept;
+  bool cancel_and_wait_recv_op(std::unique_lock<ContextMutex>& lock) noexcept;
   /// The receive ended but libfabric still holds it: true while it should
   /// not be reported yet (see recv.cpp).
   bool recv_lingers() noexcept;
@@ -100,16 +102,18 @@ class OfiInstance final : public driver::Instance {
   /// Cancels this instance's sends libfabric still holds and progresses
   /// until they left (at most cancel_limit), letting go of `lock` between
   /// rounds; false when some are still there.
-  bool cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept;
+  bool cancel_and_wait_sends(std::unique_lock<ContextMutex>& lock) noexcept;
   void owe_credit() noexcept;
   void count_received() noexcept;
-  bool is_user_recv(const driver::Packet& pkt) const noexcept;
+  bool is_user_recv(const driver::Packet& pkt) const noexcept {
+    return pkt.driver_data[0] == mark_receiving && user_ == &pkt;
+  }
   // small track (small.cpp)
   void post_prepost() noexcept;
   void on_prepost_done() noexcept;
   Status small_post(driver::Packet& pkt) noexcept;
   Status small_poll(driver::Packet& pkt) noexcept;
-  Status small_wait(driver::Packet& pkt, std::unique_lock<std::mutex>& lock,
+  Status small_wait(driver::Packet& pkt, std::unique_lock<ContextMutex>& lock,
                     driver::Deadline deadline) noexcept;
   Status small_cancel(driver::Packet& pkt) noexcept;
   Status deliver(driver::Packet& pkt) noexcept;

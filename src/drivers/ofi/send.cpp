@@ -65,7 +65,7 @@ Status OfiInstance::send_post(driver::Packet& pkt) {
     return Status::no_resource;
   }
   op->pkt = &pkt;
-  op->length = pkt.size();
+  op->length = size;
   op->peer = ctx_.peer_addr(peer_);
   if (track_ == driver::Track::large && ctx_.rma() && pkt.rdv_len > 0) {
     // rdv_data crossed the wire: anything that is not ours is ignored and
@@ -168,7 +168,7 @@ bool OfiInstance::send_lingers(Op* op) noexcept {
   return false;
 }
 
-bool OfiInstance::cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept {
+bool OfiInstance::cancel_and_wait_sends(std::unique_lock<ContextMutex>& lock) noexcept {
   if (ctx_.ep() == nullptr || !ctx_.sends_in_provider(this)) return true;
   // After an orderly bye, waited for only (the bye counted them).
   if (state_ != State::closed) ctx_.cancel_sends(this);
