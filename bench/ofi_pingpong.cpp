@@ -11,6 +11,9 @@
 //              raised), the same path fi_pingpong takes.
 // Each figure is the median of --reps repetitions, with min and max.
 // usage: ofi_pingpong [--providers tcp,shm] [--reps N] [--lat-iters N] [--bw-iters N]
+//                     [--latency-only]
+// --latency-only runs the 8-byte phases alone: under callgrind the 1 MiB
+// copies of the bandwidth phases would swamp what a small message costs.
 // On a loaded machine, `chrt -f 10 ofi_pingpong ...` keeps other tenants off
 // the cores for the run (every process of both programs inherits it; all spin).
 #include "base/config.hpp"
@@ -40,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 int reps = 5;
 long lat_iters = 5000;
 long bw_iters = 200;
+bool latency_only = false;
 constexpr std::size_t bw_size = 1 << 20;
 constexpr std::size_t page = 4096;
 
@@ -275,9 +279,9 @@ PierFigures run_pier(const std::string& provider) {
   };
   PierFigures f;
   const double lat = phase(8, lat_iters, false, nullptr);
-  const double rdv = phase(bw_size, bw_iters, true, nullptr);
   // Small-track messages of 1 MiB for the "msg" figure.
-  const double msg = phase(bw_size, bw_iters, false, "1M");
+  const double rdv = latency_only ? 0 : phase(bw_size, bw_iters, true, nullptr);
+  const double msg = latency_only ? 0 : phase(bw_size, bw_iters, false, "1M");
   f.lat_us = lat / static_cast<double>(lat_iters) / 2 * 1e6;
   const auto mbps = [](double t) {
     return static_cast<double>(bw_size) / (t / static_cast<double>(bw_iters) / 2) / 1e6;
@@ -302,14 +306,20 @@ Stat stat(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> providers = {"tcp", "shm"};
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
-    if (opt == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    if (opt == "--lat-iters") lat_iters = std::max(10, std::atoi(argv[i + 1]));
-    if (opt == "--bw-iters") bw_iters = std::max(10, std::atoi(argv[i + 1]));
+    if (opt == "--latency-only") {  // the one option without a value
+      latency_only = true;
+      continue;
+    }
+    if (i + 1 == argc) break;
+    const char* value = argv[++i];
+    if (opt == "--reps") reps = std::max(1, std::atoi(value));
+    if (opt == "--lat-iters") lat_iters = std::max(10, std::atoi(value));
+    if (opt == "--bw-iters") bw_iters = std::max(10, std::atoi(value));
     if (opt == "--providers") {
       providers.clear();
-      std::string list = argv[i + 1];
+      std::string list = value;
       for (std::size_t at = 0; at <= list.size();) {
         const std::size_t comma = std::min(list.find(',', at), list.size());
         if (comma > at) providers.push_back(list.substr(at, comma - at));
@@ -326,7 +336,8 @@ int main(int argc, char** argv) {
     std::vector<double> fl, fb, pl, pr, pm;
     for (int r = 0; r < reps; ++r) {
       const Figures lat = run_fi_pingpong(provider, 8, lat_iters, port++);
-      const Figures bw = run_fi_pingpong(provider, bw_size, bw_iters, port++);
+      const Figures bw =
+          latency_only ? Figures{} : run_fi_pingpong(provider, bw_size, bw_iters, port++);
       const PierFigures p = run_pier(provider);
       fl.push_back(lat.lat_us);
       fb.push_back(bw.mbps);
@@ -340,6 +351,7 @@ int main(int argc, char** argv) {
         "  8 B latency   fi_pingpong %9.2f [%.2f, %.2f]   pier %9.2f [%.2f, %.2f]   "
         "pier/fi %.2fx\n",
         a.med, a.min, a.max, c.med, c.min, c.max, a.med > 0 ? c.med / a.med : 0.0);
+    if (latency_only) continue;
     std::printf(
         "  1 MiB bw      fi_pingpong %9.1f [%.1f, %.1f]   pier rdv %7.1f [%.1f, %.1f]   "
         "pier/fi %.2fx\n",

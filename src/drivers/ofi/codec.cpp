@@ -30,7 +30,9 @@ std::uint32_t fnv1a(std::span<const std::byte> bytes) noexcept {
 }
 
 Result<std::vector<std::byte>> encode_url(const Url& url) {
-  if (url.name.empty() || url.name.size() > max_name) return Status::invalid_argument;
+  if (url.name.empty() || url.name.size() > max_name || url.max_packet < min_max_packet ||
+      url.max_packet > max_max_packet)
+    return Status::invalid_argument;
   std::vector<std::byte> out(url_header_size + url.name.size());
   std::span<std::byte> s(out);
   std::memcpy(out.data(), url_magic.data(), 4);
@@ -41,6 +43,8 @@ Result<std::vector<std::byte>> encode_url(const Url& url) {
   wire::store_u32(s, 16, url.pid);
   wire::store_u32(s, 20, url.provider_hash);
   wire::store_u64(s, 24, url.host_key);
+  wire::store_u32(s, 32, url.max_packet);
+  wire::store_u32(s, 36, 0);
   std::memcpy(out.data() + url_header_size, url.name.data(), url.name.size());
   return out;
 }
@@ -50,13 +54,19 @@ Result<UrlView> peek_url(std::span<const std::byte> in) noexcept {
   if (std::memcmp(in.data(), url_magic.data(), 4) != 0) return Status::invalid_argument;
   if (wire::load_u8(in, 4) != url_version) return Status::invalid_argument;
   const std::size_t name_len = wire::load_u8(in, 5);
-  if (name_len == 0 || in.size() != url_header_size + name_len || wire::load_u16(in, 6) != 0)
+  if (name_len == 0 || in.size() != url_header_size + name_len || wire::load_u16(in, 6) != 0 ||
+      wire::load_u32(in, 36) != 0)
     return Status::invalid_argument;
+  // A limit we would never configure is not a url of ours (and 0 would
+  // refuse every send to it).
+  const std::uint32_t max_packet = wire::load_u32(in, 32);
+  if (max_packet < min_max_packet || max_packet > max_max_packet) return Status::invalid_argument;
   UrlView url;
   url.context_id = wire::load_u64(in, 8);
   url.pid = wire::load_u32(in, 16);
   url.provider_hash = wire::load_u32(in, 20);
   url.host_key = wire::load_u64(in, 24);
+  url.max_packet = max_packet;
   url.name = in.subspan(url_header_size);
   return url;
 }
@@ -69,6 +79,7 @@ Result<Url> decode_url(std::span<const std::byte> in) {
   url.pid = view->pid;
   url.provider_hash = view->provider_hash;
   url.host_key = view->host_key;
+  url.max_packet = view->max_packet;
   url.name.assign(view->name.begin(), view->name.end());
   return url;
 }

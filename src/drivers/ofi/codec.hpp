@@ -18,27 +18,40 @@
 namespace pier::drivers::ofi {
 
 // --- url ----------------------------------------------------------------
-/// Url of a context:
-///   [0] "POFI"  [4] u8 version (1)  [5] u8 name length (1..max_name)
+/// Url of a context (version 2):
+///   [0] "POFI"  [4] u8 version (2)  [5] u8 name length (1..max_name)
 ///   [6] u16 reserved, zero
 ///   [8] u64 context id (random per context: a stale url is refused)
 ///   [16] u32 pid  [20] u32 provider hash (FNV-1a of the provider name)
 ///   [24] u64 host key (boot id and pid namespace: same key, same pid space)
-///   [32] the libfabric endpoint name (fi_getname), name length bytes
-inline constexpr std::size_t url_header_size = 32;
+///   [32] u32 max packet: the largest small-track packet the context takes
+///        (its PIER_OFI_MAX_PACKET, min_max_packet..max_max_packet)
+///   [36] u32 reserved, zero
+///   [40] the libfabric endpoint name (fi_getname), name length bytes
+/// The limit travels because each process sizes its small-track receives
+/// by its own: a peer configured with a larger one sent packets we could
+/// not take (truncated over tcp;ofi_rxm, a spin inside libfabric 1.17's
+/// shm). Version 1 had no limit and is refused.
+inline constexpr std::size_t url_header_size = 40;
 inline constexpr std::size_t max_name = 200;
-inline constexpr std::uint8_t url_version = 1;
+inline constexpr std::uint8_t url_version = 2;
 inline constexpr std::size_t max_url_size = url_header_size + max_name;
+/// The bounds of PIER_OFI_MAX_PACKET, and of the limit a url may name.
+inline constexpr std::uint32_t min_max_packet = 64;
+inline constexpr std::uint32_t max_max_packet = std::uint32_t{64} << 20;
+inline constexpr std::uint32_t default_max_packet = 65536;
 
 struct Url {
   std::uint64_t context_id = 0;
   std::uint32_t pid = 0;
   std::uint32_t provider_hash = 0;
   std::uint64_t host_key = 0;
-  std::vector<std::byte> name;  ///< set-up only: urls are decoded at connect
+  std::uint32_t max_packet = default_max_packet;  ///< the largest small packet it takes
+  std::vector<std::byte> name;                    ///< set-up only: urls are decoded at connect
 };
 
-/// invalid_argument when the name is empty or longer than max_name.
+/// invalid_argument when the name is empty or longer than max_name, or the
+/// max packet is out of its bounds.
 Result<std::vector<std::byte>> encode_url(const Url& url);
 /// invalid_argument for anything that is not an ofi url.
 Result<Url> decode_url(std::span<const std::byte> in);
@@ -50,6 +63,7 @@ struct UrlView {
   std::uint32_t pid = 0;
   std::uint32_t provider_hash = 0;
   std::uint64_t host_key = 0;
+  std::uint32_t max_packet = 0;
   std::span<const std::byte> name;
 };
 /// The same checks as decode_url(); the view points into `in`.

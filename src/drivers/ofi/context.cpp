@@ -31,12 +31,15 @@ inline const config::IntKey send_queue_key{"OFI_SEND_QUEUE", 256, 1, 65536,
 inline const config::IntKey credits_key{
     "OFI_CREDITS", 128, 2, 65536,
     "small-track packets a sender may have unreceived at its peer before no_resource"};
-inline const config::IntKey max_packet_key{"OFI_MAX_PACKET",
-                                           65536,
-                                           64,
-                                           std::int64_t{64} << 20,
-                                           "largest small-track packet (caps.max_packet)",
-                                           config::Type::size};
+// Its bounds are those a url may name (codec.hpp): the url carries it.
+inline const config::IntKey max_packet_key{
+    "OFI_MAX_PACKET",
+    default_max_packet,
+    min_max_packet,
+    max_max_packet,
+    "largest small-track packet (caps.max_packet); a peer's url lowers it for the sends to that "
+    "peer",
+    config::Type::size};
 inline const config::IntKey ops_key{
     "OFI_OPS", 4096, 128, 1 << 20,
     "libfabric operations a context may have outstanding (all instances together)"};
@@ -311,6 +314,9 @@ Result<std::vector<std::byte>> OfiContext::init() {
   url.pid = static_cast<std::uint32_t>(::getpid());
   url.provider_hash = provider_hash(choice_.info);
   url.host_key = host_key();
+  // Our small-track receives land in bounce buffers of this size: a peer
+  // sends us no larger packet (OfiInstance::check_post).
+  url.max_packet = static_cast<std::uint32_t>(max_packet_);
   url.name.assign(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(len));
   provider_hash_ = url.provider_hash;
   auto bytes = encode_url(url);
@@ -1249,7 +1255,7 @@ void OfiContext::mark_dead(std::size_t peer) noexcept {
     if (inst->peer() == peer && inst->attached()) inst->on_peer_gone();
 }
 
-Status OfiContext::spin(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
+Status OfiContext::spin(std::unique_lock<ContextMutex>& lock, driver::Deadline deadline,
                         bool (*ready)(void*), void* arg) noexcept {
   for (;;) {
     progress();
@@ -1262,7 +1268,7 @@ Status OfiContext::spin(std::unique_lock<std::mutex>& lock, driver::Deadline dea
   }
 }
 
-Status OfiContext::wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline,
+Status OfiContext::wait(std::unique_lock<ContextMutex>& lock, driver::Deadline deadline,
                         bool (*ready)(void*), void* arg) noexcept {
   for (;;) {
     polls_since_check_ = check_every_polls;  // a sleeper checks its peers each slice

@@ -4,11 +4,12 @@
 // message (kind << 56 | the receiving instance's id, learned in a hello).
 //
 // Every libfabric call and every state change runs under the context's
-// mutex: the domain is opened FI_THREAD_DOMAIN, and instances of one context
-// may be driven from several threads at once.
+// mutex (lock.hpp): the domain is opened FI_THREAD_DOMAIN, and instances of
+// one context may be driven from several threads at once.
 #pragma once
 
 #include "drivers/ofi/codec.hpp"
+#include "drivers/ofi/lock.hpp"
 #include "drivers/ofi/provider.hpp"
 
 #include <rdma/fabric.h>
@@ -105,7 +106,7 @@ class OfiContext final : public driver::Context {
   Status incoming(std::vector<std::byte>& remote_url) override;
 
   // --- for instances (called with mutex() held) -------------------------
-  std::mutex& mutex() noexcept { return mutex_; }
+  ContextMutex& mutex() noexcept { return mutex_; }
   bool running() const noexcept { return state_ == State::running; }
   std::uint64_t id() const noexcept { return id_; }
   fid_ep* ep() noexcept { return ep_; }
@@ -189,11 +190,11 @@ class OfiContext final : public driver::Context {
   /// progress provider moves a transfer's bytes only inside progress()), but
   /// releases the caller's `lock` between rounds so other threads' calls
   /// on the context go on meanwhile.
-  Status spin(std::unique_lock<std::mutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
+  Status spin(std::unique_lock<ContextMutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
               void* arg) noexcept;
   /// Sleeps on the completion queue until `ready()` or the deadline; the
   /// caller holds `lock`, which is released while sleeping.
-  Status wait(std::unique_lock<std::mutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
+  Status wait(std::unique_lock<ContextMutex>& lock, driver::Deadline deadline, bool (*ready)(void*),
               void* arg) noexcept;
 
  private:
@@ -296,7 +297,7 @@ class OfiContext final : public driver::Context {
   std::int64_t keepalive_ms_ = 1000;
   std::size_t control_recvs_ = 64;
 
-  std::mutex mutex_;
+  ContextMutex mutex_;
   std::vector<Op> ops_;
   Op* free_ops_ = nullptr;
   std::vector<Op*> retry_;

@@ -74,6 +74,9 @@ Status OfiInstance::connect_async(std::span<const std::byte> remote_url) {
       return Status::no_memory;
     }
   }
+  // The peer's receives take no more than its url says; our own limit
+  // stays a bound too (caps.max_packet is the track's largest packet).
+  send_max_ = std::min<std::size_t>(ctx_.max_packet(), url->max_packet);
   remote_ctx_ = url->context_id;
   acceptor_ = ctx_.on_demand() && ctx_.acceptor_for(remote_url);
   called_back_ = false;
@@ -298,12 +301,15 @@ Status OfiInstance::check_post(const driver::Packet& pkt, bool send) const noexc
   if (Status s = driver::validate_post(pkt, ctx_.max_iov(), false); s != Status::ok) return s;
   if (pkt.driver_data[0] == mark_sending || pkt.driver_data[0] == mark_receiving)
     return Status::invalid_argument;
-  if (send && track_ == driver::Track::small && pkt.size() > ctx_.max_packet())
+  // Refused here, the connection intact: a larger packet would be
+  // truncated at the peer (tcp;ofi_rxm) or hang its completion queue read
+  // (libfabric 1.17's shm).
+  if (send && track_ == driver::Track::small && pkt.size() > send_max_)
     return Status::invalid_argument;
   return Status::ok;
 }
 
-void OfiInstance::post_op(Op* op) noexcept {
+void OfiInstance::post_op(Op* op, bool peer_checked) noexcept {
   // Only receives into the bounce buffer have no packet.
   const driver::Packet* pkt = op->pkt;
   fid_ep* ep = ctx_.ep();
@@ -312,8 +318,14 @@ void OfiInstance::post_op(Op* op) noexcept {
   const fi_addr_t source = ctx_.directed() ? ctx_.peer_addr(peer_) : FI_ADDR_UNSPEC;
   const bool sends = op->kind == Op::Kind::send || op->kind == Op::Kind::rma_write ||
                      op->kind == Op::Kind::rdv_notice;
-  if (sends && ctx_.peer_unreachable(peer_)) {
-    // A retry after the peer's context closed: never to its endpoint.
+  // Looked at once per send: send_post() did, and nothing between there
+  // and here (the same lock held) can close the peer that this check
+  // would see and that one missed; a context closing in another thread
+  // can come just after either check alike. A later post (a retry after
+  // -FI_EAGAIN, a notice after its write, a fallback after a refused
+  // write) looks again.
+  if (sends && !peer_checked && ctx_.peer_unreachable(peer_)) {
+    // Posted after the peer's context closed: never to its endpoint.
     op->done = true;
     op->status = Status::broken;
     return;
@@ -332,7 +344,7 @@ void OfiInstance::post_op(Op* op) noexcept {
       std::size_t left = std::min<std::uint64_t>(op->length, op->rdv.length);
       if (left == 0) {
         op->kind = Op::Kind::rdv_notice;
-        post_op(op);
+        post_op(op, peer_checked);
         return;
       }
       std::array<::iovec, 16> iov{};

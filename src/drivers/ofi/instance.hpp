@@ -7,6 +7,7 @@
 #pragma once
 
 #include "drivers/ofi/codec.hpp"
+#include "drivers/ofi/lock.hpp"
 
 #include <rdma/fi_domain.h>
 
@@ -62,8 +63,10 @@ class OfiInstance final : public driver::Instance {
   /// A completion of one of this instance's ops (already marked done).
   void on_recv_done(Op* op) noexcept;
   /// Posts (or re-posts) libfabric work for an op; -FI_EAGAIN leaves it
-  /// for the context's retry list.
-  void post_op(Op* op) noexcept;
+  /// for the context's retry list. A send-side op to a peer that became
+  /// unreachable is ended broken instead, unless `peer_checked`: send_post()
+  /// looked just before, under the same lock.
+  void post_op(Op* op, bool peer_checked = false) noexcept;
   /// Sends owed control messages (hello, credit) and posts an owed
   /// small-track receive, when they could not go before.
   void flush_control() noexcept;
@@ -78,7 +81,8 @@ class OfiInstance final : public driver::Instance {
   static constexpr std::uintptr_t mark_done = 0x0f1d;
 
   Status check_post(const driver::Packet& pkt, bool send) const noexcept;
-  bool recv_ended_by_peer() const noexcept;
+  // Inline: both run on every poll of a small-track receive.
+  bool recv_ended_by_peer() const noexcept { return peer_bye_ && consumed_ >= peer_sent_total_; }
   Status finish_recv(driver::Packet& pkt) noexcept;
   Status finish_send(driver::Packet& pkt) noexcept;
   Status inject(driver::Packet& pkt, std::size_t size) noexcept;
@@ -88,7 +92,7 @@ class OfiInstance final : public driver::Instance {
   /// Cancels the receive and progresses until it left the provider (at most
   /// 2 s), letting go of the context's lock (`lock`) between rounds;
   /// false when it is still there.
-  bool cancel_and_wait_recv_op(std::unique_lock<std::mutex>& lock) noexcept;
+  bool cancel_and_wait_recv_op(std::unique_lock<ContextMutex>& lock) noexcept;
   /// The receive ended but libfabric still holds it: true while it should
   /// not be reported yet (see recv.cpp).
   bool recv_lingers() noexcept;
@@ -98,16 +102,18 @@ class OfiInstance final : public driver::Instance {
   /// Cancels this instance's sends libfabric still holds and progresses
   /// until they left (at most cancel_limit), letting go of `lock` between
   /// rounds; false when some are still there.
-  bool cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept;
+  bool cancel_and_wait_sends(std::unique_lock<ContextMutex>& lock) noexcept;
   void owe_credit() noexcept;
   void count_received() noexcept;
-  bool is_user_recv(const driver::Packet& pkt) const noexcept;
+  bool is_user_recv(const driver::Packet& pkt) const noexcept {
+    return pkt.driver_data[0] == mark_receiving && user_ == &pkt;
+  }
   // small track (small.cpp)
   void post_prepost() noexcept;
   void on_prepost_done() noexcept;
   Status small_post(driver::Packet& pkt) noexcept;
   Status small_poll(driver::Packet& pkt) noexcept;
-  Status small_wait(driver::Packet& pkt, std::unique_lock<std::mutex>& lock,
+  Status small_wait(driver::Packet& pkt, std::unique_lock<ContextMutex>& lock,
                     driver::Deadline deadline) noexcept;
   Status small_cancel(driver::Packet& pkt) noexcept;
   Status deliver(driver::Packet& pkt) noexcept;
@@ -131,6 +137,9 @@ class OfiInstance final : public driver::Instance {
   std::chrono::steady_clock::time_point call_back_at_{};
 
   // send side
+  /// Small track: the largest packet sent, the smaller of our max packet
+  /// and the one the peer's url names (its bounce buffers' size).
+  std::size_t send_max_ = 0;
   std::size_t sends_in_flight_ = 0;
   Op* rdv_op_ = nullptr;             ///< the RMA send in flight: later sends wait behind its notice
   std::uint64_t sent_ = 0;           ///< packets posted

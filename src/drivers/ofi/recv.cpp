@@ -23,10 +23,6 @@ Op* op_of(const driver::Packet& pkt) noexcept {
 
 // --- receive (large track; small.cpp has the small one) --------------------
 
-bool OfiInstance::recv_ended_by_peer() const noexcept {
-  return peer_bye_ && consumed_ >= peer_sent_total_;
-}
-
 Status OfiInstance::register_recv(driver::Packet& pkt) noexcept {
   void* base = pkt.iov[0].iov_base;
   const std::size_t len = pkt.iov[0].iov_len;
@@ -183,7 +179,7 @@ bool OfiInstance::recv_lingers() noexcept {
   return false;
 }
 
-bool OfiInstance::cancel_and_wait_recv_op(std::unique_lock<std::mutex>& lock) noexcept {
+bool OfiInstance::cancel_and_wait_recv_op(std::unique_lock<ContextMutex>& lock) noexcept {
   Op* op = recv_op_;
   cancel_recv_op();
   // The cancel comes back through the completion queue; a receive already
@@ -210,10 +206,6 @@ Status OfiInstance::finish_recv(driver::Packet& pkt) noexcept {
   pkt.driver_data[1] = 0;
   pkt.driver_data[2] = static_cast<std::uintptr_t>(s);
   return s;
-}
-
-bool OfiInstance::is_user_recv(const driver::Packet& pkt) const noexcept {
-  return pkt.driver_data[0] == mark_receiving && user_ == &pkt;
 }
 
 Status OfiInstance::recv_poll(driver::Packet& pkt) {

@@ -65,7 +65,7 @@ Status OfiInstance::send_post(driver::Packet& pkt) {
     return Status::no_resource;
   }
   op->pkt = &pkt;
-  op->length = pkt.size();
+  op->length = size;
   op->peer = ctx_.peer_addr(peer_);
   if (track_ == driver::Track::large && ctx_.rma() && pkt.rdv_len > 0) {
     // rdv_data crossed the wire: anything that is not ours is ignored and
@@ -76,7 +76,7 @@ Status OfiInstance::send_post(driver::Packet& pkt) {
     }
   }
   const bool rma = op->kind == Op::Kind::rma_write;
-  post_op(op);
+  post_op(op, true);  // the peer was looked at above
   if (op->retry || !op->in_provider) {
     // Nothing reached libfabric: the caller retries.
     const bool refused = op->done;
@@ -88,8 +88,8 @@ Status OfiInstance::send_post(driver::Packet& pkt) {
     ctx_.maybe_free(op);
     ctx_.progress();
     if (!refused) return Status::no_resource;
-    // post_op() also refuses a send to a peer that became unreachable
-    // since the check above (its context closed in another thread).
+    // libfabric refused the post: broken if the peer's context closed
+    // meanwhile (another thread), else our failure.
     return ctx_.peer_unreachable(peer_) ? Status::broken : Status::system_error;
   }
   if (rma) rdv_op_ = op;
@@ -168,7 +168,7 @@ bool OfiInstance::send_lingers(Op* op) noexcept {
   return false;
 }
 
-bool OfiInstance::cancel_and_wait_sends(std::unique_lock<std::mutex>& lock) noexcept {
+bool OfiInstance::cancel_and_wait_sends(std::unique_lock<ContextMutex>& lock) noexcept {
   if (ctx_.ep() == nullptr || !ctx_.sends_in_provider(this)) return true;
   // After an orderly bye, waited for only (the bye counted them).
   if (state_ != State::closed) ctx_.cancel_sends(this);

@@ -11,6 +11,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace pier::drivers::ofi {
 
@@ -67,7 +68,14 @@ Status OfiInstance::deliver(driver::Packet& pkt) noexcept {
   // hostile one): only what landed is copied.
   const std::size_t landed = std::min(op->length, bounce_.size());
   const std::size_t n = std::min(landed, capacity);
-  (void)driver::copy_to_packet(pkt, 0, {bounce_.data(), n});
+  // One iovec (a ping-pong's every receive): a plain copy. The generic walk
+  // cost about 120 instructions for 8 bytes (callgrind), on the critical
+  // path of every small packet.
+  if (pkt.iov_count == 1) {
+    if (n > 0) std::memcpy(pkt.iov[0].iov_base, bounce_.data(), n);
+  } else {
+    (void)driver::copy_to_packet(pkt, 0, {bounce_.data(), n});
+  }
   const Status s =
       op->status == Status::ok && op->length <= capacity ? Status::ok : Status::truncated;
   pkt.length = n;
@@ -127,7 +135,7 @@ Status OfiInstance::small_poll(driver::Packet& pkt) noexcept {
   return static_cast<Status>(pkt.driver_data[2]);
 }
 
-Status OfiInstance::small_wait(driver::Packet& pkt, std::unique_lock<std::mutex>& lock,
+Status OfiInstance::small_wait(driver::Packet& pkt, std::unique_lock<ContextMutex>& lock,
                                driver::Deadline deadline) noexcept {
   struct Waiting {
     OfiInstance* self;

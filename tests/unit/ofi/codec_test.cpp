@@ -22,13 +22,16 @@ TEST(OfiCodec, UrlRoundTripAndGoldenHeader) {
   u.pid = 0x01020304;
   u.provider_hash = 0xa0b0c0d0;
   u.host_key = 0x0102030405060708ULL;
+  u.max_packet = 0x00123456;
   u.name = bytes({9, 8, 7});
   auto enc = encode_url(u);
   ASSERT_TRUE(enc.has_value());
-  const auto golden = bytes({'P',  'O',  'F',  'I',  1,    3,    0,    0,     //
+  const auto golden = bytes({'P',  'O',  'F',  'I',  2,    3,    0,    0,     //
                              0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,  //
                              0x04, 0x03, 0x02, 0x01, 0xd0, 0xc0, 0xb0, 0xa0,  //
-                             0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 9, 8, 7});
+                             0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  //
+                             0x56, 0x34, 0x12, 0x00, 0,    0,    0,    0,     //
+                             9,    8,    7});
   EXPECT_EQ(*enc, golden);
   auto dec = decode_url(*enc);
   ASSERT_TRUE(dec.has_value());
@@ -36,7 +39,11 @@ TEST(OfiCodec, UrlRoundTripAndGoldenHeader) {
   EXPECT_EQ(dec->pid, u.pid);
   EXPECT_EQ(dec->provider_hash, u.provider_hash);
   EXPECT_EQ(dec->host_key, u.host_key);
+  EXPECT_EQ(dec->max_packet, u.max_packet);
   EXPECT_EQ(dec->name, u.name);
+  auto view = peek_url(*enc);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_EQ(view->max_packet, u.max_packet);
 }
 
 TEST(OfiCodec, UrlRefusesWhatIsNotOurs) {
@@ -47,13 +54,34 @@ TEST(OfiCodec, UrlRefusesWhatIsNotOurs) {
     return decode_url(b).status() == Status::invalid_argument;
   };
   EXPECT_TRUE(refused({}));
-  EXPECT_TRUE(refused(std::vector<std::byte>(good.begin(), good.begin() + 32)));  // no name
+  EXPECT_TRUE(refused(std::vector<std::byte>(good.begin(), good.begin() + 40)));  // no name
   auto bad = good;
   bad[0] = std::byte{'X'};
   EXPECT_TRUE(refused(bad)) << "magic";
   bad = good;
-  bad[4] = std::byte{2};
+  bad[4] = std::byte{1};
+  EXPECT_TRUE(refused(bad)) << "version 1 (no max packet)";
+  bad = good;
+  bad[4] = std::byte{3};
   EXPECT_TRUE(refused(bad)) << "version";
+  // Version 1's layout: the name right after a 32-byte header.
+  std::vector<std::byte> v1(32 + u.name.size());
+  for (std::size_t i = 0; i < v1.size(); ++i) v1[i] = i < 32 ? good[i] : u.name[i - 32];
+  v1[4] = std::byte{1};
+  EXPECT_TRUE(refused(v1)) << "a version 1 url";
+  for (const std::uint32_t limit : {0u, min_max_packet - 1, max_max_packet + 1, 0xffffffffu}) {
+    bad = good;
+    for (int i = 0; i < 4; ++i) bad[32 + i] = static_cast<std::byte>(limit >> (8 * i));
+    EXPECT_TRUE(refused(bad)) << "max packet " << limit;
+  }
+  for (const std::uint32_t limit : {min_max_packet, max_max_packet}) {
+    bad = good;
+    for (int i = 0; i < 4; ++i) bad[32 + i] = static_cast<std::byte>(limit >> (8 * i));
+    EXPECT_FALSE(refused(bad)) << "max packet " << limit;
+  }
+  bad = good;
+  bad[38] = std::byte{1};
+  EXPECT_TRUE(refused(bad)) << "reserved after the max packet";
   bad = good;
   bad[5] = std::byte{5};
   EXPECT_TRUE(refused(bad)) << "name length beyond the url";
@@ -67,6 +95,11 @@ TEST(OfiCodec, UrlRefusesWhatIsNotOurs) {
   u.name.assign(max_name + 1, std::byte{1});
   EXPECT_EQ(encode_url(u).status(), Status::invalid_argument);
   u.name.clear();
+  EXPECT_EQ(encode_url(u).status(), Status::invalid_argument);
+  u.name = bytes({1});
+  u.max_packet = min_max_packet - 1;
+  EXPECT_EQ(encode_url(u).status(), Status::invalid_argument);
+  u.max_packet = max_max_packet + 1;
   EXPECT_EQ(encode_url(u).status(), Status::invalid_argument);
 }
 
@@ -169,6 +202,7 @@ std::vector<std::byte> a_url() {
   u.pid = 4242;
   u.provider_hash = 7;
   u.host_key = 9;
+  u.max_packet = 0x40;  // bytes 32..35: 40 00 00 00
   u.name = std::vector<std::byte>(max_name, std::byte{0x5c});
   return encode_url(u).value();
 }
@@ -206,11 +240,15 @@ TEST(OfiCodec, AHelloWithAMalformedOrOversizedUrlIsRefused) {
     return hello_with(u);
   };
   std::vector<std::vector<std::byte>> hostile = {
-      with(0, 'X'),  // magic
-      with(4, 2),    // url version
-      with(5, 10),   // name length disagrees with the bytes
-      with(5, 0),    // empty name
-      with(6, 1),    // reserved
+      with(0, 'X'),    // magic
+      with(4, 1),      // url version 1 (no max packet)
+      with(4, 3),      // url version
+      with(35, 4),     // max packet 0x04000040: past the largest (64 MiB) by 64
+      with(32, 0x3f),  // max packet under the least (0x3f: 63 with the golden zeroes)
+      with(36, 1),     // reserved after the max packet
+      with(5, 10),     // name length disagrees with the bytes
+      with(5, 0),      // empty name
+      with(6, 1),      // reserved
       hello_with(std::span<const std::byte>(url).first(url_header_size)),  // no name
       hello_with(url, flag_abandoned),                                     // a bye's flag
   };

@@ -1,8 +1,10 @@
-// pier ofi: a peer that sends more than our small track takes. Over
-// tcp;ofi_rxm the truncated completion reports the sender's whole size; the
-// driver copies only what landed in its bounce buffer (it read past it) and
-// reports that length. Over libfabric 1.17's shm provider the receiver
-// spins inside fi_cq_read on such a packet, so that provider is not run.
+// pier ofi: a peer that sends more than our small track takes (its url
+// names our limit, so only a peer that ignores it does: here, one given a
+// url that claims more). Over tcp;ofi_rxm the truncated completion reports
+// the sender's whole size; the driver copies only what landed in its bounce
+// buffer (it read past it) and reports that length. Over libfabric 1.17's
+// shm provider the receiver spins inside fi_cq_read on such a packet, so
+// that provider is not run.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -26,6 +28,10 @@ TEST(OfiHostile, ASmallPacketLargerThanOurBounceIsTruncatedToWhatLanded) {
     ASSERT_EQ(s, Status::ok);
   }
   ASSERT_EQ(make_node("tcp", y), Status::ok);
+  // y's url as a hostile peer would read it: y takes 1 MiB.
+  Url claims = decode_url(y.url).value();
+  claims.max_packet = 1 << 20;
+  y.url = encode_url(claims).value();
   Link l;
   ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
   std::vector<std::byte> src(512 * 1024), dst(2 << 20, std::byte{0x77});

@@ -265,19 +265,33 @@ TEST_P(OfiIncoming, ADataSendToAContextOfThisProcessThatClosedIsRefused) {
   if (st == Status::unsupported) GTEST_SKIP() << "ofi:" << GetParam() << " not offered here";
   ASSERT_EQ(st, Status::ok);
   ASSERT_EQ(make_node(GetParam(), y), Status::ok);
-  Link l;
+  Link l, large;
   ASSERT_EQ(connect(x, y, Track::small, l), Status::ok);
+  ASSERT_EQ(connect(x, y, Track::large, large), Status::ok);
   (void)l.a->disconnect();
   l.a.reset();
+  large.a.reset();  // without disconnect(): y has not read its bye yet
   ASSERT_EQ(x.ctx->close(), Status::ok);
-  std::vector<std::byte> src(64);
-  fill(src, 3);
-  ::iovec siov{src.data(), src.size()};
-  Packet s;
-  s.set_iovec(&siov, 1);
-  const Status sent = l.b->send_post(s);
-  EXPECT_TRUE(sent == Status::broken || sent == Status::closed) << to_string(sent);
+  // 64 bytes go by fi_tinject; 4 KiB (above any inject size) by an op that
+  // send_post() hands to post_op(), which no longer looks at the peer a
+  // second time: send_post()'s own look must refuse both.
+  for (const std::size_t size : {std::size_t{64}, std::size_t{4096}}) {
+    std::vector<std::byte> src(size);
+    fill(src, 3);
+    ::iovec siov{src.data(), src.size()};
+    Packet s;
+    s.set_iovec(&siov, 1);
+    const Status sent = l.b->send_post(s);
+    EXPECT_TRUE(sent == Status::broken || sent == Status::closed)
+        << size << ": " << to_string(sent);
+    Packet t;
+    t.set_iovec(&siov, 1);
+    const Status on_large = large.b->send_post(t);
+    EXPECT_TRUE(on_large == Status::broken || on_large == Status::closed)
+        << size << " on the large track: " << to_string(on_large);
+  }
   l = {};
+  large = {};
   EXPECT_EQ(y.ctx->close(), Status::ok);
 }
 
