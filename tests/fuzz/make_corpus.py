@@ -41,6 +41,13 @@ SEND = struct.pack('<BBBBHHI4xQQQ', VERSION, 1, 1, 12, 2, 0x0103, 4000, 0x012345
 COMPACT_SEND = struct.pack('<BBBxHHQ', VERSION, 1, 4, 0x0809, 0x0a0b, 3)
 GET = struct.pack('<BBBBHHI4xQQQ', VERSION, 3, 0, 0, 1, 1, 0x10000, 0, 0x00007f0000001000, 0x42)
 
+# The ofi driver's url (version 2, 64 KiB limit, a 12-byte name), a control
+# body (bye: 7 packets sent) and rendezvous data (docs in its codec.hpp).
+OFI_URL = (b'POFI' + struct.pack('<BBHQIIQII', 2, 12, 0, 0x1122334455667788, 4242, 0xabcdef01,
+                                  0x0102030405060708, 65536, 0) + b'fi_sockets:1')
+OFI_BODY = struct.pack('<BBBBIQQIIQ', 1, 0, 0, 0, 3, 0x1122334455667788, 0x99, 4, 0, 7)
+OFI_RDV = b'PORV' + struct.pack('<IQQQ', 5, 0x7f0000001000, 0x1234, 4096)
+
 CORPUS = {
     'fuzz_frame': [frame(0x02, 0x1234, 0x40, 1, 1, 0x0102, 0xa1b2c3d4, 7, 5, 0xbeef, 0x58),
                    frame(0x07, 0, credit=3), frame(0x05, 80), driver_local(0x0a0b, b'hello')[:24]],
@@ -51,6 +58,9 @@ CORPUS = {
     'fuzz_driver_local': [struct.pack('<HxxI', 0x0a0b, 5)],
     'fuzz_portals': [PUT, CSWAP, ACK_ANSWER, COMPACT_PUT],
     # fuzz_port: a full header, or (first byte 0xc0) routing then a compact one.
+    # fuzz_ofi_codec: the first byte picks url, url view, control, rdv data.
+    'fuzz_ofi_codec': [b'\x00' + OFI_URL, b'\x01' + OFI_URL, b'\x02' + driver_local(1, OFI_BODY),
+                       b'\x02' + driver_local(0, OFI_BODY + OFI_URL), b'\x03' + OFI_RDV],
     'fuzz_port': [SEND, GET, b'\xc0' + struct.pack('<BHHI', 1, 2, 3, 8) + COMPACT_SEND],
     # Two control bytes (head capacity / 4, fragmentation), then a stream.
     'fuzz_stream_parser': [
