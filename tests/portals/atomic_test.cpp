@@ -473,11 +473,13 @@ void race_with_host(ptl_handle_md_t md, ptl_size_t length, ptl_datatype_t type,
                     ptl_process_t self, ptl_pt_index_t pt, HostAdd host_add,
                     std::uint64_t& host_adds) {
   std::atomic<bool> stop{false};
+  std::atomic<bool> started{false};
   host_adds = 0;
   std::jthread host([&] {
     while (!stop.load(std::memory_order_relaxed)) {
       host_add();
       ++host_adds;
+      started.store(true, std::memory_order_release);
     }
   });
   // Stops and joins the thread on every way out, a failed ASSERT's too.
@@ -491,6 +493,11 @@ void race_with_host(ptl_handle_md_t md, ptl_size_t length, ptl_datatype_t type,
   } stopper{stop, host};
   std::uint64_t sent = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // The host's adds race with ours only once its thread runs: on a loaded
+  // machine it was not scheduled before all of ours had landed (1 run in 30
+  // with two CPU hogs), and the test saw no host add at all.
+  while (!started.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   while (sent < adds && std::chrono::steady_clock::now() < deadline) {
     const int rc =
         PtlAtomic(md, 0, length, PTL_NO_ACK_REQ, self, pt, bits, 0, nullptr, 0, PTL_SUM, type);
