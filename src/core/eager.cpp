@@ -96,9 +96,8 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   h.credit_return = give;
   (void)wire::encode_into(
       h, std::span<std::byte, wire::FrameHeader::size>(pkt.buf, wire::FrameHeader::size));
-  if (!a.header.empty())
-    std::memcpy(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
-  if (a.length) std::memcpy(pkt.buf + prefix, data, a.length);
+  copy_bytes(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
+  copy_bytes(pkt.buf + prefix, data, a.length);
   st = inst.send_buf_post(pkt, total);
   if (st == Status::in_progress) st = inst.send_poll(pkt);
   if (st == Status::no_resource) return false;
@@ -202,7 +201,7 @@ Status Core::Impl::eager_recv(Incoming& in, void* cookie, std::byte* dest,
     complete_recv(in, in.status != Status::ok ? in.status : Status::malformed);
     return Status::ok;
   }
-  if (mlen) std::memcpy(dest, in.payload, mlen);
+  copy_bytes(dest, in.payload, mlen);
   // The rest (rlen - mlen) is already off the wire: it came in this packet.
   complete_recv(in, Status::ok);
   return Status::ok;

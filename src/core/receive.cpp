@@ -117,17 +117,25 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
     ++stats_.reordered;
     return Status::ok;
   }
-  if (!p.stash.empty()) {
-    // Its stashed copy came first and waits, in sequence, for room in the
-    // finalize ring: this one is the duplicate (delivering it would leave
-    // the copy behind the sequence, never drained).
-    for (const Stashed& st : p.stash)
-      if (st.sequence == h.sequence) {
-        ++stats_.duplicates;
-        return drain_stash(gate, p, false);
-      }
+  if (p.stash.empty()) {
+    // The common case: nothing waits behind a hole. Only a client that
+    // polled from inside lib_parse outside a pass could stash meanwhile.
+    quiet_arrival_ = h.type == wire::PacketType::eager;
+    const Status s = on_ordered(gate, h, payload, -1);
+    if (s != Status::ok) return s;
+    if (!p.stash.empty()) return drain_stash(gate, p, true);
+    p.stash_since_ns = 0;
+    return Status::ok;
   }
-  quiet_arrival_ = h.type == wire::PacketType::eager && p.stash.empty();
+  // Its stashed copy came first and waits, in sequence, for room in the
+  // finalize ring: this one is the duplicate (delivering it would leave
+  // the copy behind the sequence, never drained).
+  for (const Stashed& st : p.stash)
+    if (st.sequence == h.sequence) {
+      ++stats_.duplicates;
+      return drain_stash(gate, p, false);
+    }
+  quiet_arrival_ = false;
   Status s = on_ordered(gate, h, payload, -1);
   if (s != Status::ok) return s;
   return drain_stash(gate, p, true);

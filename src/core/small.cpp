@@ -185,8 +185,4 @@ void Core::Impl::flush(Gate& gate) noexcept {
   }
 }
 
-void Core::Impl::owe_credit(Gate& gate, std::uint8_t priority) noexcept {
-  ++gate.prio[priority].owed;
-}
-
 }  // namespace pier::core

@@ -75,6 +75,59 @@ TEST(Finalize, APassTakingMoreArrivalsThanTheRingHoldsFinalizesEachOnce) {
   EXPECT_EQ(c.clients[1]->finalized.size(), 20u);
 }
 
+/// An eager message the client answers inside lib_parse is finalized right
+/// after lib_parse returns when no finalize was queued before it (not
+/// through the ring at the end of the pass): never from inside lib_parse or
+/// recv(), exactly once, and a second recv() on its handle is refused.
+/// Mixed with sends of the receiver, whose finalizes go through the ring.
+TEST(Finalize, AMessageAnsweredInLibParseIsFinalizedOnceAfterIt) {
+  Cluster c(2, "self");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[1];
+  bool inside = false;
+  std::size_t finalized_inside = 0;
+  Status second = Status::ok;
+  std::vector<std::vector<std::byte>> back;
+  for (int i = 0; i < 8; ++i) back.push_back(pattern(16, 100 + i));
+  rx.on_parse = [&](const Arrival& a) {
+    inside = true;
+    const std::size_t before = rx.finalized.size();
+    EXPECT_EQ(rx.answer(rx.parsed.size() - 1, a.length), Status::ok);
+    second = c.cores[1]->recv(a.handle, nullptr, nullptr, 0, 0, 0);
+    finalized_inside += rx.finalized.size() - before;
+    // A send from inside lib_parse: its finalize is queued behind.
+    const std::size_t k = rx.parsed.size() - 1;
+    if (k % 2 == 1) {
+      EXPECT_EQ(c.send(1, 0, back[k / 2], cookie(1000 + static_cast<int>(k))), Status::ok);
+    }
+    inside = false;
+  };
+  std::vector<std::vector<std::byte>> data;
+  for (int i = 0; i < 16; ++i) data.push_back(pattern(8 + static_cast<std::size_t>(i), i));
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ(c.send(0, 1, data[static_cast<std::size_t>(i)], cookie(i)), Status::ok);
+    if (i % 4 == 3) {
+      ASSERT_TRUE(c.run_until([&] { return rx.parsed.size() == static_cast<std::size_t>(i + 1); }));
+    }
+  }
+  ASSERT_TRUE(c.run_until([&] {
+    return rx.finalized.size() == 16 + 8 && c.clients[0]->finalized.size() == 16 + 8 &&
+           c.clients[0]->parsed.size() == 8;
+  }));
+  for (int i = 0; i < 50; ++i) c.progress_all();
+  EXPECT_EQ(finalized_inside, 0u);
+  EXPECT_EQ(second, Status::invalid_argument);
+  EXPECT_FALSE(inside);
+  EXPECT_EQ(rx.finalized.size(), 24u);
+  for (std::size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(rx.finalize_count[Recorder::cookie_of(i)], 1) << i;
+    EXPECT_EQ(rx.buffers[i], data[i]) << i;
+  }
+  for (const auto& [ck, st] : rx.finalized) EXPECT_EQ(st, Status::ok);
+  EXPECT_EQ(c.cores[0]->pending(), 0u);
+  EXPECT_EQ(c.cores[1]->pending(), 0u);
+}
+
 /// Receive states are one pool for every peer. When two peers' messages,
 /// deferred by the client, hold all of it, a third message within its
 /// sender's grant used to fail that sender's gate (no_memory). It now waits
