@@ -279,8 +279,8 @@ PierFigures run_pier(const std::string& provider) {
   };
   PierFigures f;
   const double lat = phase(8, lat_iters, false, nullptr);
-  // Small-track messages of 1 MiB for the "msg" figure.
   const double rdv = latency_only ? 0 : phase(bw_size, bw_iters, true, nullptr);
+  // Small-track messages of 1 MiB for the "msg" figure.
   const double msg = latency_only ? 0 : phase(bw_size, bw_iters, false, "1M");
   f.lat_us = lat / static_cast<double>(lat_iters) / 2 * 1e6;
   const auto mbps = [](double t) {

@@ -65,9 +65,12 @@ struct Caps {
   /// only after init() for some drivers (ofi: whether the provider's queue
   /// has a descriptor): wait_arm() answers unsupported then.
   bool wait_fds = false;
-  bool prefetch = false;       ///< *_prefetch() / *_unfetch() do real work
-  bool rdv_data = false;       ///< a large-track recv_post() fills Packet::rdv_data
-  std::size_t max_packet = 0;  ///< largest packet on a small track; 0 means unlimited
+  bool prefetch = false;  ///< *_prefetch() / *_unfetch() do real work
+  bool rdv_data = false;  ///< a large-track recv_post() fills Packet::rdv_data
+  /// Largest packet on a small track; 0 means unlimited. A peer may take
+  /// less (tcp, shm and ofi name their limit in the url): the core sends no
+  /// more than the peer's receive capacity.
+  std::size_t max_packet = 0;
   /// Context::incoming() reports peers that connect before this side opened
   /// an instance for them, so both sides may open instances on first use.
   bool incoming = false;

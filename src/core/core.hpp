@@ -83,7 +83,11 @@ class Client {
   /// Once per arriving message; must lead to exactly one Core::recv().
   virtual void lib_parse(const Arrival& arrival) noexcept = 0;
   /// Exactly once per non-null cookie, after the message's last byte, with
-  /// ok or the error that ended it (broken, truncated, ...).
+  /// ok or the error that ended it (broken, truncated, ...). Usually at the
+  /// end of a progress pass; when lib_parse left exactly one finalize
+  /// queued and none was queued before it, that one runs as soon as
+  /// lib_parse returns, before the pass takes its next packet. progress()
+  /// called from a finalize returns at once (no nested pass).
   virtual void lib_finalize(void* cookie, Status status) noexcept = 0;
   /// Once per peer whose gate failed (its pending operations were finalized
   /// with the error just before); later sends to it fail at once. Runs

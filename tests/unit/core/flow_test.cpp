@@ -53,26 +53,57 @@ TEST(Credits, SenderStopsAtTheGrantAndGetsEveryCreditBack) {
 TEST(Finalize, APassTakingMoreArrivalsThanTheRingHoldsFinalizesEachOnce) {
   config::ScopedSet sends("CORE_SEND_MSGS", "1");
   config::ScopedSet recvs("CORE_RECV_MSGS", "1");  // a ring of 16 completions
-  Cluster c(2, "self");
-  ASSERT_EQ(c.status, Status::ok);
-  std::vector<std::vector<std::byte>> data;
-  for (int i = 0; i < 20; ++i) data.push_back(pattern(8, static_cast<unsigned>(i)));
-  // Rank 1 is not progressed: the packets wait in its driver.
-  for (int i = 0; i < 20; ++i) {
-    void* cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(0x100 + i));
-    Status st;
+  // An arrival answered in lib_parse while no finalize is queued is
+  // finalized at once, outside the ring: a finalize queued first (rank 1's
+  // own send) makes every arrival of the pass go through the ring.
+  for (const bool queued_first : {false, true}) {
+    SCOPED_TRACE(queued_first ? "a finalize queued first" : "nothing queued first");
+    Cluster c(2, "self");
+    ASSERT_EQ(c.status, Status::ok);
+    std::vector<std::vector<std::byte>> data;
+    for (int i = 0; i < 20; ++i) data.push_back(pattern(8, static_cast<unsigned>(i)));
+    // Rank 1 is not progressed: the packets wait in its driver.
+    for (int i = 0; i < 20; ++i) {
+      void* cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(0x100 + i));
+      Status st;
+      const auto end = base::Deadline::after_ms(10000);
+      while ((st = c.send(0, 1, data[static_cast<std::size_t>(i)], cookie)) ==
+                 Status::no_resource &&
+             !end.expired())
+        (void)c.cores[0]->progress();
+      ASSERT_EQ(st, Status::ok) << i;
+    }
+    // The first arrival of each pass of rank 1 sends (its finalize queued
+    // in the ring at once), so the ones after it in that pass queue theirs.
+    std::vector<std::byte> back = pattern(8, 99);
+    bool first_of_pass = false;
+    std::size_t sent_back = 0;
+    Recorder& rx = *c.clients[1];
+    rx.on_parse = [&](const Arrival& a) {
+      EXPECT_EQ(rx.answer(rx.parsed.size() - 1, a.length), Status::ok);
+      if (!queued_first || !first_of_pass) return;
+      first_of_pass = false;
+      if (c.send(1, 0, back, cookie(1000 + static_cast<int>(sent_back))) == Status::ok) ++sent_back;
+    };
     const auto end = base::Deadline::after_ms(10000);
-    while ((st = c.send(0, 1, data[static_cast<std::size_t>(i)], cookie)) == Status::no_resource &&
-           !end.expired())
+    while (rx.parsed.size() < 20 && !end.expired()) {
+      first_of_pass = true;
       (void)c.cores[0]->progress();
-    ASSERT_EQ(st, Status::ok) << i;
+      (void)c.cores[1]->progress();
+    }
+    ASSERT_EQ(rx.parsed.size(), 20u);
+    if (queued_first) {
+      ASSERT_GE(sent_back, 1u);
+    }
+    const std::size_t expected = 20 + sent_back;
+    ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() >= expected; }));
+    for (int i = 0; i < 20; ++i)
+      EXPECT_EQ(c.clients[1]->finalize_count[Recorder::cookie_of(static_cast<std::size_t>(i))], 1)
+          << "message " << i;
+    for (std::size_t k = 0; k < sent_back; ++k)
+      EXPECT_EQ(c.clients[1]->finalize_count[cookie(1000 + static_cast<int>(k))], 1) << k;
+    EXPECT_EQ(c.clients[1]->finalized.size(), expected);
   }
-  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->parsed.size() == 20; }));
-  ASSERT_TRUE(c.run_until([&] { return c.clients[1]->finalized.size() >= 20; }));
-  for (int i = 0; i < 20; ++i)
-    EXPECT_EQ(c.clients[1]->finalize_count[Recorder::cookie_of(static_cast<std::size_t>(i))], 1)
-        << "message " << i;
-  EXPECT_EQ(c.clients[1]->finalized.size(), 20u);
 }
 
 /// An eager message the client answers inside lib_parse is finalized right
