@@ -128,18 +128,29 @@ Neighbours& neighbours() {
   return n;
 }
 
-/// Ids of the contexts this copy of the driver closed, the latest 4096: a
-/// url of one names an endpoint that is gone, and nothing else tells (no
-/// pidfd fires for our own process; a send to it crashed libfabric 1.17's
-/// shm). Its own lock, taken with no other held inside it.
-struct ClosedIds {
+/// The contexts this copy of the driver closed, the latest 4096: a url of
+/// one names an endpoint that is gone, and nothing else tells (no pidfd
+/// fires for our own process; a send to it crashed libfabric 1.17's shm).
+/// Kept by id and by endpoint name: a hello's url may pair a closed
+/// endpoint's name with a made-up id, and its refusal went to that endpoint.
+/// A name is kept only while no open context of this process has it (a tcp
+/// port may be given again): such a context is reachable. Its own lock,
+/// taken with no other held inside it.
+struct ClosedContexts {
+  struct Entry {
+    std::uint64_t id = 0;
+    std::uint32_t provider = 0;  ///< its provider's hash: names of two providers may match
+    std::uint8_t name_len = 0;   ///< 0: its name is not kept
+    std::array<std::byte, max_name> name{};
+  };
+  static_assert(max_name <= 255);
   std::mutex mu;
-  std::array<std::uint64_t, 4096> ids{};
+  std::array<Entry, 4096> entries{};
   std::size_t next = 0;
 };
 
-ClosedIds& closed_ids() {
-  static ClosedIds c;
+ClosedContexts& closed_contexts() {
+  static ClosedContexts c;
   return c;
 }
 
@@ -147,17 +158,41 @@ ClosedIds& closed_ids() {
 /// peers again only when it moved (one load per control message).
 std::atomic<std::uint64_t> closes{0};
 
-void remember_closed(std::uint64_t id) noexcept {
-  ClosedIds& c = closed_ids();
+bool same_name(const ClosedContexts::Entry& e, std::span<const std::byte> name,
+               std::uint32_t provider) noexcept {
+  return e.name_len != 0 && e.provider == provider && e.name_len == name.size() &&
+         std::equal(name.begin(), name.end(), e.name.begin());
+}
+
+/// `name` empty: an open context has it, and only the id is kept.
+void remember_closed(std::uint64_t id, std::span<const std::byte> name,
+                     std::uint32_t provider) noexcept {
+  ClosedContexts& c = closed_contexts();
   std::lock_guard lock(c.mu);
-  c.ids[c.next++ % c.ids.size()] = id;
+  ClosedContexts::Entry& e = c.entries[c.next++ % c.entries.size()];
+  e.id = id;
+  e.provider = provider;
+  e.name_len = static_cast<std::uint8_t>(std::min(name.size(), e.name.size()));
+  std::copy_n(name.begin(), e.name_len, e.name.begin());
   closes.fetch_add(1, std::memory_order_release);
 }
 
-bool closed_here(std::uint64_t id) noexcept {
-  ClosedIds& c = closed_ids();
+/// A context of this process opened with `name`: the name reaches it now,
+/// whatever closed context had it before.
+void forget_closed_name(std::span<const std::byte> name, std::uint32_t provider) noexcept {
+  ClosedContexts& c = closed_contexts();
   std::lock_guard lock(c.mu);
-  return std::find(c.ids.begin(), c.ids.end(), id) != c.ids.end();
+  for (ClosedContexts::Entry& e : c.entries)
+    if (same_name(e, name, provider)) e.name_len = 0;
+}
+
+bool closed_here(std::uint64_t id, std::span<const std::byte> name,
+                 std::uint32_t provider) noexcept {
+  ClosedContexts& c = closed_contexts();
+  std::lock_guard lock(c.mu);
+  return std::any_of(c.entries.begin(), c.entries.end(), [&](const ClosedContexts::Entry& e) {
+    return e.id == id || same_name(e, name, provider);
+  });
 }
 
 }  // namespace
@@ -319,6 +354,8 @@ Result<std::vector<std::byte>> OfiContext::init() {
   url.max_packet = static_cast<std::uint32_t>(max_packet_);
   url.name.assign(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(len));
   provider_hash_ = url.provider_hash;
+  std::copy_n(name.begin(), len, name_.begin());
+  name_len_ = len;
   auto bytes = encode_url(url);
   if (!bytes) {
     close_fabric();
@@ -347,6 +384,9 @@ Result<std::vector<std::byte>> OfiContext::init() {
   {
     std::lock_guard list(neighbours().mu);
     neighbours().all.push_back(this);
+    // Under the list, as close() records a name: a name is in the record
+    // only while no open context has it.
+    forget_closed_name(std::span<const std::byte>(name_.data(), name_len_), provider_hash_);
   }
   PIER_LOG(info, "ofi", "context up on {} ({} / {}), rendezvous by {}",
            choice_.info->fabric_attr->prov_name, choice_.info->fabric_attr->name,
@@ -444,7 +484,13 @@ Status OfiContext::close() {
     // its orderly close is not taken for a death (list first, as above).
     std::lock_guard list(neighbours().mu);
     std::erase(neighbours().all, this);
-    remember_closed(id_);
+    const std::span<const std::byte> name(name_.data(), name_len_);
+    const bool name_open =
+        std::any_of(neighbours().all.begin(), neighbours().all.end(), [&](const OfiContext* c) {
+          return c->provider_hash_ == provider_hash_ && c->name_len_ == name_len_ &&
+                 std::equal(name.begin(), name.end(), c->name_.begin());
+        });
+    remember_closed(id_, name_open ? std::span<const std::byte>() : name, provider_hash_);
   }
   std::lock_guard lock(mutex_);
   close_fabric();
@@ -550,8 +596,9 @@ Status OfiContext::describe_peer(Peer& p, const UrlView& remote, bool from_wire,
   // list, which the thread reading our queue may hold already.
   p.in_process = !from_wire && this_process && registered_here(remote.context_id);
   // A context of ours that closed: nothing would ever answer, and its
-  // address is not even inserted.
-  p.dead = this_process && closed_here(remote.context_id);
+  // address is not even inserted. Its name tells too, whatever id the url
+  // pairs it with (a forged hello's, refused to that address).
+  p.dead = this_process && closed_here(remote.context_id, remote.name, provider_hash_);
   if (insert) p.addr = FI_ADDR_NOTAVAIL;
   if (insert && !p.dead) {
     // A name ends where its length says: some providers read it as a
@@ -708,7 +755,9 @@ void OfiContext::notice_closed_peers() noexcept {
   // watches it), but a context of this process that closed takes no send
   // either.
   for (Peer& p : peers_)
-    if ((p.in_process || (p.wire_only && p.this_process)) && !p.dead && closed_here(p.context_id))
+    if ((p.in_process || (p.wire_only && p.this_process)) && !p.dead &&
+        closed_here(p.context_id, std::span<const std::byte>(p.name.data(), p.name_len),
+                    provider_hash_))
       p.closed = true;
 }
 

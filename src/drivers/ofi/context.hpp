@@ -285,6 +285,10 @@ class OfiContext final : public driver::Context {
 
   std::uint64_t id_ = 0;
   std::uint32_t provider_hash_ = 0;
+  /// Our endpoint's name (fi_getname), as in our url: set before the
+  /// context joins the neighbours' list, read by others under that list.
+  std::array<std::byte, max_name> name_{};
+  std::size_t name_len_ = 0;
   std::uint64_t closes_seen_ = 0;  ///< see notice_closed_peers()
   std::size_t wire_peers_ = 0;     ///< peers_ that are wire_only
   std::uint32_t next_instance_ = 1;
