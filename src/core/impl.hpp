@@ -183,6 +183,11 @@ class Core::Impl {
   Status rdv_recv(Incoming& in, void* cookie, std::byte* dest, std::size_t mlen) noexcept;
   void rdv_recv_step(Incoming& in) noexcept;
   void large_step(Gate& gate, Rail& rail) noexcept;
+  /// The rtr of a receive-side chunk; false when no control packet is free.
+  bool send_rtr(Gate& gate, Rail& rail, Chunk& c) noexcept;
+  /// Asks for the chunk after `receiving` before it is posted, where the
+  /// rail's driver allows it (rendezvous.cpp).
+  void ask_ahead(Gate& gate, Rail& rail, const Chunk& receiving) noexcept;
   /// A receive-side chunk ended badly: re-request it on a live rail or fail.
   void chunk_lost(Incoming& in, Chunk& c) noexcept;
 

@@ -5,6 +5,8 @@
 //                                              plan chunks over rails (split.cpp)
 //                                              per chunk: post a large-track
 //                                              receive, then send its rtr
+//                                              (tcp: the next chunk's rtr
+//                                              goes while this one flows)
 //   <- rtr (offset, length, rdv_data; the frame's destination_port names
 //      the rail)
 //   post the chunk on that rail's large track with rdv_data
@@ -328,6 +330,51 @@ void Core::Impl::chunk_lost(Incoming& in, Chunk& c) noexcept {
   rdv_recv_step(in);
 }
 
+bool Core::Impl::send_rtr(Gate& gate, Rail& rail, Chunk& c) noexcept {
+  const Incoming& in = *static_cast<const Incoming*>(c.owner);
+  wire::RtrHeader rtr;
+  rtr.message_id = in.sender_id;
+  rtr.offset = c.offset;
+  rtr.length = c.length;
+  // A chunk asked for ahead of its post has none (its driver offers none).
+  rtr.rdv_len = static_cast<std::uint8_t>(
+      std::min<std::size_t>(c.pkt.rdv_len, wire::RtrHeader::rdv_capacity));
+  std::memcpy(rtr.rdv_data.data(), c.pkt.rdv_data.data(), rtr.rdv_len);
+  std::array<std::byte, wire::RtrHeader::size> body{};
+  (void)wire::encode(rtr, body);
+  const auto index = static_cast<std::uint16_t>(&rail - gate.rails.data());
+  Ctrl* ctrl = new_ctrl(gate, wire::PacketType::rtr, in.priority, body, index);
+  if (ctrl == nullptr) return false;
+  gate.ctrl_pending.push(ctrl);
+  c.rtr_sent = true;
+  ++stats_.rtr_sent;
+  return true;
+}
+
+void Core::Impl::ask_ahead(Gate& gate, Rail& rail, const Chunk& receiving) noexcept {
+  // A driver whose large track takes a send before its receive is posted,
+  // and whose receive has no rdv_data to hand over (tcp), lets the next
+  // chunk's rtr go while this chunk's data still flows: the sender's data
+  // then waits in the track, not for a round trip after every chunk (over
+  // loopback tcp, 1 MiB messages moved at 0.78 times the bare driver's
+  // rate before). Only one ahead: the track carries one transfer at a time
+  // anyway. Its data stays behind this chunk's (FIFO on both sides), and
+  // every chunk in large_recv is posted in turn, so it meets its own
+  // receive. Only within one priority: small packets are ordered per
+  // priority, so the sender could take an rtr of another priority before
+  // this chunk's, and send that chunk's data into this chunk's receive
+  // (found by a review).
+  const driver::Caps& caps = rail.props.caps;
+  if (caps.needs_rdv || caps.rdv_data) return;
+  Chunk* next = receiving.next;
+  if (next == nullptr || next->state != Chunk::State::queued || next->rtr_sent) return;
+  if (static_cast<const Incoming*>(next->owner)->priority !=
+      static_cast<const Incoming*>(receiving.owner)->priority)
+    return;
+  next->pkt = driver::Packet{};
+  (void)send_rtr(gate, rail, *next);  // no room: sent when it is posted
+}
+
 void Core::Impl::large_step(Gate& gate, Rail& rail) noexcept {
   if (!rail_usable(rail)) return;
   driver::Instance& large = *rail.large;
@@ -361,25 +408,12 @@ void Core::Impl::large_step(Gate& gate, Rail& rail) noexcept {
       if (!is_success(st)) return rail_failed(gate, rail, st);
       c->state = Chunk::State::posted;
     }
-    if (!c->rtr_sent) {
-      wire::RtrHeader rtr;
-      rtr.message_id = in.sender_id;
-      rtr.offset = c->offset;
-      rtr.length = c->length;
-      rtr.rdv_len = static_cast<std::uint8_t>(
-          std::min<std::size_t>(c->pkt.rdv_len, wire::RtrHeader::rdv_capacity));
-      std::memcpy(rtr.rdv_data.data(), c->pkt.rdv_data.data(), rtr.rdv_len);
-      std::array<std::byte, wire::RtrHeader::size> body{};
-      (void)wire::encode(rtr, body);
-      const auto index = static_cast<std::uint16_t>(&rail - gate.rails.data());
-      Ctrl* ctrl = new_ctrl(gate, wire::PacketType::rtr, in.priority, body, index);
-      if (ctrl == nullptr) break;  // retried at the next progress
-      gate.ctrl_pending.push(ctrl);
-      c->rtr_sent = true;
-      ++stats_.rtr_sent;
-    }
+    if (!c->rtr_sent && !send_rtr(gate, rail, *c)) break;  // retried at the next progress
     Status st = large.recv_poll(c->pkt);
-    if (st == Status::in_progress) break;
+    if (st == Status::in_progress) {
+      ask_ahead(gate, rail, *c);
+      break;
+    }
     if (st != Status::ok && st != Status::truncated) return rail_failed(gate, rail, st);
     rail.large_recv.pop();
     c->state = Chunk::State::done;

@@ -247,5 +247,70 @@ TEST(Rendezvous, PrefetchIsConsumedOrUndone) {
   }
 }
 
+/// Over tcp a large-track send may go before its receive is posted, and a
+/// receive has no rdv_data: the receiver asks for the next chunk while the
+/// current one's data flows, so the sender never waits a round trip between
+/// chunks (1 MiB through the core moved at 0.78 times the bare driver's rate
+/// over loopback tcp before). Only one ahead, and every message lands whole.
+TEST(Rendezvous, OverTcpTheNextChunkIsAskedForWhileTheCurrentOneFlows) {
+  Cluster c(2, "tcp");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[1];
+  Recorder& tx = *c.clients[0];
+  auto hello = pattern(8, 1);
+  ASSERT_EQ(c.send(0, 1, hello, cookie(10)), Status::ok);  // connects the gate
+  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 1 && tx.finalized.size() == 1; }));
+  std::vector<std::vector<std::byte>> data;
+  for (unsigned i = 0; i < 3; ++i) data.push_back(pattern(1 << 20, 20 + i));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(c.send(0, 1, data[static_cast<std::size_t>(i)], cookie(11 + i)), Status::ok);
+  for (int i = 0; i < 20; ++i) (void)c.cores[0]->progress();  // the rts leave
+  // Only the receiver moves: the sender sends no data, so the first chunk
+  // stays posted and in progress.
+  const auto deadline = base::Deadline::after_ms(10000);
+  while (rx.parsed.size() < 4 && !deadline.expired()) (void)c.cores[1]->progress();
+  ASSERT_EQ(rx.parsed.size(), 4u);
+  for (int i = 0; i < 20; ++i) (void)c.cores[1]->progress();
+  EXPECT_EQ(c.cores[1]->stats().rtr_sent, 2u) << "the second chunk is asked for, not the third";
+  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 4 && tx.finalized.size() == 4; }));
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rx.finalized[i + 1].second, Status::ok);
+    EXPECT_EQ(rx.buffers[i + 1], data[i]) << i;
+  }
+  EXPECT_EQ(c.cores[1]->stats().rtr_sent, 3u);
+}
+
+/// Small packets are ordered per priority only: an rtr of another priority
+/// could overtake the current chunk's, and its data would land in the
+/// current chunk's receive. A chunk of another priority is not asked ahead.
+TEST(Rendezvous, OverTcpAChunkOfAnotherPriorityIsNotAskedForAhead) {
+  Cluster c(2, "tcp");
+  ASSERT_EQ(c.status, Status::ok);
+  Recorder& rx = *c.clients[1];
+  Recorder& tx = *c.clients[0];
+  auto hello = pattern(8, 1);
+  ASSERT_EQ(c.send(0, 1, hello, cookie(20)), Status::ok);
+  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 1 && tx.finalized.size() == 1; }));
+  std::vector<std::vector<std::byte>> data;
+  for (unsigned i = 0; i < 2; ++i) data.push_back(pattern(1 << 20, 30 + i));
+  ASSERT_EQ(c.send(0, 1, data[0], cookie(21), 0), Status::ok);
+  ASSERT_EQ(c.send(0, 1, data[1], cookie(22), 1), Status::ok);
+  for (int i = 0; i < 20; ++i) (void)c.cores[0]->progress();
+  const auto deadline = base::Deadline::after_ms(10000);
+  while (rx.parsed.size() < 3 && !deadline.expired()) (void)c.cores[1]->progress();
+  ASSERT_EQ(rx.parsed.size(), 3u);
+  for (int i = 0; i < 20; ++i) (void)c.cores[1]->progress();
+  EXPECT_EQ(c.cores[1]->stats().rtr_sent, 1u);
+  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 3 && tx.finalized.size() == 3; }));
+  for (std::size_t i = 1; i < 3; ++i) {
+    ASSERT_EQ(rx.parsed[i].length, data[0].size());
+    EXPECT_EQ(rx.finalized[i].second, Status::ok);
+  }
+  // Whichever arrived first, each landed whole.
+  for (std::size_t i = 1; i < 3; ++i)
+    EXPECT_TRUE(rx.buffers[i] == data[0] || rx.buffers[i] == data[1]) << i;
+  EXPECT_NE(rx.buffers[1], rx.buffers[2]);
+}
+
 }  // namespace
 }  // namespace pier::core::test
