@@ -151,6 +151,9 @@ class TcpInstance final : public driver::Instance {
   std::size_t rhead_ = 0;
   std::size_t rtail_ = 0;
   bool drained_ = false;  ///< the last read came back short: the socket is empty
+  /// A read came back short since the last buffer poll: the next one
+  /// parses only what is buffered (see recv_buffer()).
+  bool read_short_ = false;
   /// The last packet was large: read the next header alone, so that its
   /// payload goes straight into the posted packet instead of via the buffer.
   bool header_first_ = false;

@@ -79,7 +79,14 @@ Status TcpInstance::recv_buffer(driver::Packet& pkt) noexcept {
   if (state_ == State::connecting || state_ == State::accepting) progress_connect();
   if (state_ == State::connected) {
     tick();
-    drained_ = false;
+    // A read that came back short found the socket empty a moment ago:
+    // this poll parses only what it buffered, the next one reads. A caller
+    // that polls until nothing is left (the core, after each packet) then
+    // pays no recv() for EAGAIN before it answers: over loopback that read
+    // was the one system call the core's ping-pong made beyond the bare
+    // driver's (strace, port_bench --drivers tcp).
+    drained_ = read_short_;
+    read_short_ = false;
     // Without a posted receive this buffers ahead until a whole frame is in
     // rbuf_ (a small-track packet always fits it).
     progress_recv();
@@ -174,6 +181,7 @@ bool TcpInstance::fill(std::size_t limit) noexcept {
       rtail_ += static_cast<std::size_t>(n);
       // A short read means the socket is empty: no second recv for EAGAIN.
       drained_ = static_cast<std::size_t>(n) < room;
+      read_short_ = drained_;
       return true;
     }
     if (n == 0) {
