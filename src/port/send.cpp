@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/bytes.hpp"
 #include "base/log.hpp"
 #include "port/impl.hpp"
 
@@ -20,28 +21,6 @@ void* tagged(void* p, CookieTag t) {
 
 bool is_control(OpKind k) {
   return k == OpKind::resume || k == OpKind::drop;
-}
-
-/// memcpy of 1 to Port::Impl::stage_bytes bytes, inline: 8-byte words (the
-/// last one overlapping), for short ones two overlapping 4-byte words.
-void copy_small(std::byte* to, const std::byte* from, std::size_t n) noexcept {
-  if (n >= 8) {
-    std::uint64_t w;
-    for (std::size_t i = 0; i + 8 < n; i += 8) {
-      std::memcpy(&w, from + i, 8);
-      std::memcpy(to + i, &w, 8);
-    }
-    std::memcpy(&w, from + n - 8, 8);
-    std::memcpy(to + n - 8, &w, 8);
-  } else if (n >= 4) {
-    std::uint32_t a, b;
-    std::memcpy(&a, from, 4);
-    std::memcpy(&b, from + n - 4, 4);
-    std::memcpy(to, &a, 4);
-    std::memcpy(to + n - 4, &b, 4);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
-  }
 }
 
 /// What a send that could not reach its target reports.
@@ -112,7 +91,7 @@ Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t prior
     // GM's client leaves the bytes alone until the callback; a copy now
     // reads what the core would read later, without a region per message.
     const std::uint32_t slot = free_stages[--free_stage_count];
-    copy_small(stage_store.data() + std::size_t{slot} * stage_bytes, local, length);
+    base::copy_bytes(stage_store.data() + std::size_t{slot} * stage_bytes, local, length);
     op->stage = slot + 1;
   } else if (length > 0) {
     auto r = core().validate(local, length);

@@ -247,6 +247,26 @@ TEST(Rendezvous, PrefetchIsConsumedOrUndone) {
   }
 }
 
+/// Connects rank 0's gate to rank 1 with one eager message, so that later
+/// sends put their rts on the wire at once.
+void connect_gate(Cluster& c, int id) {
+  auto hello = pattern(8, 1);
+  ASSERT_EQ(c.send(0, 1, hello, cookie(id)), Status::ok);
+  ASSERT_TRUE(c.run_until(
+      [&] { return c.clients[1]->finalized.size() == 1 && c.clients[0]->finalized.size() == 1; }));
+}
+
+/// Lets the rts out, then moves only rank 1 until it parsed `n` messages and
+/// a few passes more: the sender sends no data meanwhile, so the first
+/// chunk stays posted and in progress.
+void parse_at_the_receiver_only(Cluster& c, std::size_t n) {
+  for (int i = 0; i < 20; ++i) (void)c.cores[0]->progress();
+  const auto deadline = base::Deadline::after_ms(10000);
+  while (c.clients[1]->parsed.size() < n && !deadline.expired()) (void)c.cores[1]->progress();
+  ASSERT_EQ(c.clients[1]->parsed.size(), n);
+  for (int i = 0; i < 20; ++i) (void)c.cores[1]->progress();
+}
+
 /// Over tcp a large-track send may go before its receive is posted, and a
 /// receive has no rdv_data: the receiver asks for the next chunk while the
 /// current one's data flows, so the sender never waits a round trip between
@@ -257,20 +277,12 @@ TEST(Rendezvous, OverTcpTheNextChunkIsAskedForWhileTheCurrentOneFlows) {
   ASSERT_EQ(c.status, Status::ok);
   Recorder& rx = *c.clients[1];
   Recorder& tx = *c.clients[0];
-  auto hello = pattern(8, 1);
-  ASSERT_EQ(c.send(0, 1, hello, cookie(10)), Status::ok);  // connects the gate
-  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 1 && tx.finalized.size() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(connect_gate(c, 10));
   std::vector<std::vector<std::byte>> data;
   for (unsigned i = 0; i < 3; ++i) data.push_back(pattern(1 << 20, 20 + i));
   for (int i = 0; i < 3; ++i)
     ASSERT_EQ(c.send(0, 1, data[static_cast<std::size_t>(i)], cookie(11 + i)), Status::ok);
-  for (int i = 0; i < 20; ++i) (void)c.cores[0]->progress();  // the rts leave
-  // Only the receiver moves: the sender sends no data, so the first chunk
-  // stays posted and in progress.
-  const auto deadline = base::Deadline::after_ms(10000);
-  while (rx.parsed.size() < 4 && !deadline.expired()) (void)c.cores[1]->progress();
-  ASSERT_EQ(rx.parsed.size(), 4u);
-  for (int i = 0; i < 20; ++i) (void)c.cores[1]->progress();
+  ASSERT_NO_FATAL_FAILURE(parse_at_the_receiver_only(c, 4));
   EXPECT_EQ(c.cores[1]->stats().rtr_sent, 2u) << "the second chunk is asked for, not the third";
   ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 4 && tx.finalized.size() == 4; }));
   for (std::size_t i = 0; i < 3; ++i) {
@@ -288,18 +300,12 @@ TEST(Rendezvous, OverTcpAChunkOfAnotherPriorityIsNotAskedForAhead) {
   ASSERT_EQ(c.status, Status::ok);
   Recorder& rx = *c.clients[1];
   Recorder& tx = *c.clients[0];
-  auto hello = pattern(8, 1);
-  ASSERT_EQ(c.send(0, 1, hello, cookie(20)), Status::ok);
-  ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 1 && tx.finalized.size() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(connect_gate(c, 20));
   std::vector<std::vector<std::byte>> data;
   for (unsigned i = 0; i < 2; ++i) data.push_back(pattern(1 << 20, 30 + i));
   ASSERT_EQ(c.send(0, 1, data[0], cookie(21), 0), Status::ok);
   ASSERT_EQ(c.send(0, 1, data[1], cookie(22), 1), Status::ok);
-  for (int i = 0; i < 20; ++i) (void)c.cores[0]->progress();
-  const auto deadline = base::Deadline::after_ms(10000);
-  while (rx.parsed.size() < 3 && !deadline.expired()) (void)c.cores[1]->progress();
-  ASSERT_EQ(rx.parsed.size(), 3u);
-  for (int i = 0; i < 20; ++i) (void)c.cores[1]->progress();
+  ASSERT_NO_FATAL_FAILURE(parse_at_the_receiver_only(c, 3));
   EXPECT_EQ(c.cores[1]->stats().rtr_sent, 1u);
   ASSERT_TRUE(c.run_until([&] { return rx.finalized.size() == 3 && tx.finalized.size() == 3; }));
   for (std::size_t i = 1; i < 3; ++i) {
