@@ -150,10 +150,11 @@ class TcpInstance final : public driver::Instance {
   std::vector<std::byte> rbuf_;
   std::size_t rhead_ = 0;
   std::size_t rtail_ = 0;
-  bool drained_ = false;  ///< the last read came back short: the socket is empty
-  /// A read came back short since the last buffer poll: the next one
-  /// parses only what is buffered (see recv_buffer()).
-  bool read_short_ = false;
+  bool drained_ = false;     ///< the last read came back short: the socket is empty
+  bool read_short_ = false;  ///< a read of this buffer poll came back short
+  /// The last buffer poll handed out a packet after a short read: the next
+  /// one parses only what is buffered (see recv_buffer()).
+  bool skip_read_ = false;
   /// The last packet was large: read the next header alone, so that its
   /// payload goes straight into the posted packet instead of via the buffer.
   bool header_first_ = false;

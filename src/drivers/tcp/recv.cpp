@@ -79,13 +79,15 @@ Status TcpInstance::recv_buffer(driver::Packet& pkt) noexcept {
   if (state_ == State::connecting || state_ == State::accepting) progress_connect();
   if (state_ == State::connected) {
     tick();
-    // A read that came back short found the socket empty a moment ago:
-    // this poll parses only what it buffered, the next one reads. A caller
-    // that polls until nothing is left (the core, after each packet) then
-    // pays no recv() for EAGAIN before it answers: over loopback that read
-    // was the one system call the core's ping-pong made beyond the bare
-    // driver's (strace, port_bench --drivers tcp).
-    drained_ = read_short_;
+    // The poll that handed out the last packet found the socket empty in
+    // its read (it came back short): this one parses only what is
+    // buffered, the next one reads. A caller that polls until nothing is
+    // left (the core, after each packet) then pays no recv() for EAGAIN
+    // before it answers: over loopback that read was the one system call
+    // the core's ping-pong made beyond the bare driver's (strace,
+    // port_bench --drivers tcp).
+    drained_ = skip_read_;
+    skip_read_ = false;
     read_short_ = false;
     // Without a posted receive this buffers ahead until a whole frame is in
     // rbuf_ (a small-track packet always fits it).
@@ -103,6 +105,10 @@ Status TcpInstance::recv_buffer(driver::Packet& pkt) noexcept {
   pkt.length = frame_len_;
   pkt.driver_data[0] = 0;
   buf_out_ = true;
+  // Only a read of this poll, and only with a packet out: a short read that
+  // ended with part of a frame (or one by ready() before a sleep) says
+  // nothing of what came since, and skipping then would cost a pass.
+  skip_read_ = read_short_;
   return Status::ok;
 }
 
