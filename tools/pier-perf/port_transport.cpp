@@ -158,6 +158,10 @@ class PortTransport final : public Transport {
     return provide(data_buffer_);
   }
   bool stream_lands_apart() const noexcept override { return true; }
+  std::size_t landing_buffers(std::size_t size) const noexcept override {
+    const unsigned room = port_->receive_tokens() - ctrl_buffers;
+    return std::min<std::size_t>(buffers_for(port::min_size_for_length(size)), room);
+  }
 
   Failure send_ctrl(std::uint64_t value, Deadline deadline) noexcept override {
     std::uint64_t& slot = ctrl_out_[ctrl_sent_++ % ctrl_out_.size()];
