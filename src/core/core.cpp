@@ -424,6 +424,10 @@ Status Core::Impl::deliver(Gate& gate, const wire::FrameHeader& h,
       run_one_completion();
     return Status::ok;
   }
+  return defer(gate, in);
+}
+
+Status Core::Impl::defer(Gate& gate, Incoming& in) noexcept {
   // Deferred: keep the eager payload (the driver's buffer goes back now).
   in.state = RecvState::deferred;
   if (!in.rendezvous) link(gate, in);
@@ -652,6 +656,34 @@ Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t 
                   std::size_t mlen, std::size_t rlen) noexcept {
   (void)rlen;  // the sender's length rules; the LIB's rlen is what it read in its header
   Impl& impl = *impl_;
+  // The common answer: an eager message, inside its lib_parse. Its payload
+  // is at hand (the driver's buffer or a slot) and nothing of it is linked
+  // or pinned: copied, finalize queued, state released, in one go.
+  if (in != nullptr && in == impl.parsing_ && !in->rendezvous) {
+    mlen = static_cast<std::size_t>(std::min<std::uint64_t>(mlen, in->length));
+    std::byte* dest = nullptr;
+    RegionEntry* entry = nullptr;
+    if (Status s = impl.resolve(region, offset, mlen, &entry, &dest); s != Status::ok) return s;
+    impl.parse_answered_ = true;
+    impl.parsing_ = nullptr;  // a second recv() on it meets the pool's check
+    copy_bytes(dest, in->payload, mlen);
+    if (cookie) {
+      Completion& c = impl.completions_[(impl.completion_head_ + impl.completion_count_) &
+                                        (impl.completions_.size() - 1)];
+      c = {impl.clients_[static_cast<std::size_t>(in->upper)], cookie, Status::ok};
+      ++impl.completion_count_;
+    }
+    Gate& gate = *in->gate;
+    Priority& p = gate.prio[in->priority];
+    gate.give_slot(in->slot);
+    ++p.owed;  // its credit (an eager message always holds one)
+    --p.live_recvs;
+    impl.recvs_.release(in);
+    // Only its credit is left to give back: worth a pass once enough are
+    // owed (else the next packet to the peer carries it).
+    if (p.owed >= impl.credit_threshold_) impl.touch(gate);
+    return Status::ok;
+  }
   // The message inside lib_parse now is live for sure: the pool's check
   // (a division) is for handles kept from earlier.
   if (in == nullptr || (in != impl.parsing_ && !impl.recvs_.owns(in)))

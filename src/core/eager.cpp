@@ -94,7 +94,9 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   h.sequence = p.send_seq;
   const auto give = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.owed, 0xffff));
   h.credit_return = give;
-  (void)wire::encode_into(
+  // In range by construction: send() checked priority, upper and header
+  // length, and the packet fits the peer's limit.
+  wire::write_frame(
       h, std::span<std::byte, wire::FrameHeader::size>(pkt.buf, wire::FrameHeader::size));
   copy_bytes(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
   copy_bytes(pkt.buf + prefix, data, a.length);

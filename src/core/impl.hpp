@@ -113,6 +113,11 @@ class Core::Impl {
   /// it, or -1 while it sits in the driver's buffer.
   Status on_ordered(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> payload,
                     int slot) noexcept;
+  /// The common arrival, an eager message in sequence with nothing
+  /// stashed: on_ordered, eager_arrival and deliver in one, for the case
+  /// that needs none of their other branches (it falls back to on_ordered).
+  Status eager_in_order(Gate& gate, Priority& p, const wire::FrameHeader& h,
+                        std::span<const std::byte> payload) noexcept;
   /// Gives back a receive slot's credit to the peer (piggybacked later).
   void owe_credit(Gate& gate, std::uint8_t priority) noexcept { ++gate.prio[priority].owed; }
 
@@ -171,6 +176,9 @@ class Core::Impl {
   // --- common message life (core.cpp) ---
   Status deliver(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> header,
                  std::uint64_t length, Incoming& in) noexcept;
+  /// lib_parse returned without recv(): the message waits, its eager
+  /// payload copied into a slot (the driver's buffer goes back now).
+  Status defer(Gate& gate, Incoming& in) noexcept;
   void complete_send(SendMsg& m, Status status) noexcept;
   void complete_recv(Incoming& in, Status status) noexcept;
   // The lists and pins below are inline: out of line, each was a call on

@@ -121,7 +121,8 @@ Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexc
     // The common case: nothing waits behind a hole. Only a client that
     // polled from inside lib_parse outside a pass could stash meanwhile.
     quiet_arrival_ = h.type == wire::PacketType::eager;
-    const Status s = on_ordered(gate, h, payload, -1);
+    const Status s =
+        quiet_arrival_ ? eager_in_order(gate, p, h, payload) : on_ordered(gate, h, payload, -1);
     if (s != Status::ok) return s;
     if (!p.stash.empty()) return drain_stash(gate, p, true);
     p.stash_since_ns = 0;
@@ -217,6 +218,50 @@ Status Core::Impl::release_held(Gate& gate, Priority& p) noexcept {
                          : rts_arrival(gate, st.frame, payload, st.slot);
     if (s != Status::ok) return s;
   }
+  return Status::ok;
+}
+
+Status Core::Impl::eager_in_order(Gate& gate, Priority& p, const wire::FrameHeader& h,
+                                  std::span<const std::byte> payload) noexcept {
+  const auto u = static_cast<std::size_t>(h.upper);
+  Client* client = clients_[u];
+  // Anything unusual takes the general path, which checks the same again
+  // and says what went wrong: nothing has changed yet.
+  if (gate.fail_due != Status::ok || client == nullptr || !p.held.empty() ||
+      recvs_.available() <= held_total_ || gate.free_slots.empty() ||
+      p.live_recvs >= settings_.credits || h.credit_return > gate.peer_credits - p.credits ||
+      payload.size() < h.upper_length || h.upper_length > header_size_[u])
+    return on_ordered(gate, h, payload, -1);
+  ++p.recv_seq;
+  p.credits += h.credit_return;
+  Incoming& in = *recvs_.acquire();  // available() > held_total_: one is free
+  ++p.live_recvs;
+  ++stats_.eager_received;
+  // The fields a fresh state does not already hold (rendezvous false, slot
+  // -1, state parsing, no cookie or region).
+  in.gate = &gate;
+  in.priority = h.priority;
+  in.upper = h.upper;
+  in.payload = payload.data() + h.upper_length;
+  in.length = payload.size() - h.upper_length;
+  in.credit_pending = true;
+  Arrival a;
+  a.source = gate.peer;
+  a.priority = h.priority;
+  a.source_port = h.source_port;
+  a.destination_port = h.destination_port;
+  a.header = payload.first(h.upper_length);
+  a.length = in.length;
+  a.handle = &in;
+  parsing_ = &in;
+  parse_answered_ = false;
+  const bool ring_was_empty = completion_count_ == 0;
+  client->lib_parse(a);
+  parsing_ = nullptr;
+  if (!parse_answered_) return defer(gate, in);
+  // As deliver() does: the finalize runs now when nothing was queued before.
+  if (ring_was_empty && completion_count_ == 1 && in_progress_ && !in_progress_reap_)
+    run_one_completion();
   return Status::ok;
 }
 

@@ -19,6 +19,7 @@
 #include "wire/bytes.hpp"
 
 #include <array>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -252,9 +253,15 @@ constexpr bool fields_valid(const FrameHeader& h) noexcept {
 /// field out of range. The checked encode() above is this with a size check;
 /// the core's send paths call this one on their fixed-size prefix.
 inline bool encode_into(const FrameHeader& h,
+                        std::span<std::byte, FrameHeader::size> fixed) noexcept;
+
+/// encode_into() without the check, for a sender whose every field is
+/// in range by construction (the core's eager fast path: checked in debug
+/// builds).
+inline void write_frame(const FrameHeader& h,
                         std::span<std::byte, FrameHeader::size> fixed) noexcept {
   using namespace frame_layout;
-  if (!fields_valid(h)) return false;
+  assert(fields_valid(h));
   const std::span<std::byte> out(fixed);
   store_u8(out, off_version, version);
   store_u8(out, off_type, static_cast<std::uint8_t>(h.type));
@@ -268,6 +275,12 @@ inline bool encode_into(const FrameHeader& h,
   store_u32(out, off_source, h.source_endpoint);
   store_u16(out, off_source_port, h.source_port);
   store_u16(out, off_destination_port, h.destination_port);
+}
+
+inline bool encode_into(const FrameHeader& h,
+                        std::span<std::byte, FrameHeader::size> fixed) noexcept {
+  if (!frame_layout::fields_valid(h)) return false;
+  write_frame(h, fixed);
   return true;
 }
 
