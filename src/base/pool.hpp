@@ -42,7 +42,12 @@ class Pool {
   /// max_capacity, std::bad_alloc when memory is short.
   explicit Pool(std::size_t capacity)
       : capacity_(capacity),
-        index_bits_(capacity <= 1 ? 1 : static_cast<unsigned>(std::bit_width(capacity - 1))) {
+        index_bits_(capacity <= 1 ? 1 : static_cast<unsigned>(std::bit_width(capacity - 1))),
+        index_mask_((std::uint32_t{1} << index_bits_) - 1),
+        // The generation field has 32 - index_bits_ bits; 0 and the
+        // all-ones value are skipped so that handles 0 and 0xffffffff never
+        // name a live object.
+        generation_limit_(0xffffffffu >> index_bits_) {
     if (capacity == 0 || capacity > max_capacity)
       throw std::invalid_argument("pier::base::Pool capacity out of range");
     slots_ = std::make_unique<Slot[]>(capacity);
@@ -76,7 +81,9 @@ class Pool {
   /// Destroys `t` (acquired from this pool) and frees its slot; stale
   /// handles to it stop resolving.
   void release(T* t) noexcept {
-    std::size_t index = index_of(t);
+    // Our own pointers (acquire()'s): a slot boundary needs no check here,
+    // only in owns(), which judges pointers from outside.
+    std::size_t index = slot_of(t);
     assert(index < capacity_ && slots_[index].live &&
            "release of a pointer this pool does not own");
     if (index >= capacity_ || !slots_[index].live) return;
@@ -103,7 +110,7 @@ class Pool {
   /// The live object `h` names, or nullptr if `h` is stale, forged or invalid.
   T* lookup(Handle h) noexcept {
     auto bits = static_cast<std::uint32_t>(h);
-    std::uint32_t index = bits & ((std::uint32_t{1} << index_bits_) - 1);
+    std::uint32_t index = bits & index_mask_;
     std::uint32_t generation = bits >> index_bits_;
     if (index >= capacity_) return nullptr;
     Slot& slot = slots_[index];
@@ -134,6 +141,14 @@ class Pool {
     return std::launder(reinterpret_cast<T*>(slots_[index].storage));
   }
 
+  /// Slot index of `t` when it points at a slot's object, else anything
+  /// (capacity_ or more when outside the array): release()'s cheap form.
+  std::size_t slot_of(const T* t) const noexcept {
+    auto address = reinterpret_cast<std::uintptr_t>(t);
+    auto first = reinterpret_cast<std::uintptr_t>(slots_.get());
+    return address < first ? capacity_ : (address - first) / sizeof(Slot);
+  }
+
   /// Slot index of `t`, or capacity_ when `t` is not inside the slot array.
   std::size_t index_of(const T* t) const noexcept {
     auto address = reinterpret_cast<std::uintptr_t>(t);
@@ -149,11 +164,8 @@ class Pool {
     Slot& slot = slots_[index];
     object(index)->~T();
     slot.live = false;
-    // The generation field has 32 - index_bits_ bits; skip 0 and the all-ones
-    // value so that handles 0 and 0xffffffff never name a live object.
-    std::uint32_t limit = (index_bits_ >= 32) ? 0 : (0xffffffffu >> index_bits_);
     std::uint32_t next = slot.generation + 1;
-    if (next >= limit) next = 1;
+    if (next >= generation_limit_) next = 1;
     slot.generation = next;
     slot.next_free = free_head_;
     free_head_ = static_cast<std::uint32_t>(index);
@@ -162,6 +174,8 @@ class Pool {
 
   std::size_t capacity_;
   unsigned index_bits_;
+  std::uint32_t index_mask_;
+  std::uint32_t generation_limit_;
   std::unique_ptr<Slot[]> slots_;
   std::uint32_t free_head_ = 0;  // == capacity_ when empty
   std::size_t outstanding_ = 0;
