@@ -1,5 +1,7 @@
 #include "wire/portals.hpp"
 
+#include <cassert>
+
 #include "wire/bytes.hpp"
 #include "wire/frame.hpp"
 
@@ -222,6 +224,16 @@ Result<PortalsHeader> PortalsHeader::decode(std::span<const std::byte> in) noexc
 Result<std::size_t> encode_compact(const PortalsHeader& h, std::span<std::byte> out) noexcept {
   if (out.size() < PortalsHeader::compact_size || !h.fits_compact() || !fields_valid(h))
     return Status::invalid_argument;
+  store_common(h, out);
+  store_u64(out, compact_off_length, h.length);
+  store_u64(out, compact_off_cookie, h.cookie);
+  return PortalsHeader::compact_size;
+}
+
+std::size_t write_compact(const PortalsHeader& h,
+                          std::span<std::byte, PortalsHeader::compact_size> fixed) noexcept {
+  assert(h.fits_compact() && fields_valid(h));
+  const std::span<std::byte> out(fixed);
   store_common(h, out);
   store_u64(out, compact_off_length, h.length);
   store_u64(out, compact_off_cookie, h.cookie);

@@ -144,6 +144,12 @@ Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noe
 /// compact_size bytes; invalid_argument when !h.fits_compact() or a field is
 /// out of range.
 Result<std::size_t> encode_compact(const PortalsHeader& h, std::span<std::byte> out) noexcept;
+/// encode_compact() without its checks (made in debug builds only), for a
+/// sender that built `h` from values it had checked (the LIB: every
+/// request and answer it sends fits and is valid by construction). The
+/// receiver checks everything again, as it must.
+std::size_t write_compact(const PortalsHeader& h,
+                          std::span<std::byte, PortalsHeader::compact_size> out) noexcept;
 
 /// Names for logs; "unknown" for a value outside the enumeration.
 std::string_view to_string(PortalsOp op) noexcept;
