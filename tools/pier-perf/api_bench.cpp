@@ -80,8 +80,7 @@ Failure ApiBench::run_size(std::size_t size, SizeResult& out) {
 
 Failure ApiBench::latency(std::size_t size, SizeResult& out) {
   const std::size_t planned = params_.iters ? params_.iters : default_latency_iters(size);
-  const std::size_t warmup =
-      std::max({std::size_t{2}, planned / 10, t_.landing_buffers(size)});
+  const std::size_t warmup = std::max({std::size_t{2}, planned / 10, t_.landing_buffers(size)});
   Deadline deadline = phase_deadline();
   auto round_trip = [&]() -> Failure {
     std::span<std::byte> landed;
