@@ -399,31 +399,7 @@ Status Core::Impl::deliver(Gate& gate, const wire::FrameHeader& h,
         in.rendezvous ? rdv_recv(in, nullptr, nullptr, 0) : eager_recv(in, nullptr, nullptr, 0);
     return s;
   }
-  Arrival a;
-  a.source = gate.peer;
-  a.priority = h.priority;
-  a.source_port = h.source_port;
-  a.destination_port = h.destination_port;
-  a.header = header;
-  a.length = length;
-  a.handle = &in;
-  parsing_ = &in;
-  parse_answered_ = false;
-  const bool ring_was_empty = completion_count_ == 0;
-  client->lib_parse(a);
-  parsing_ = nullptr;
-  // An answered message may already be released: only the flag is safe.
-  if (parse_answered_) {
-    // The message ended inside lib_parse. With no finalize queued before
-    // it, its finalize runs now instead of through the ring at the end of
-    // the pass: the order is the one a pass that took this packet alone
-    // gives, and the ring's write and read were a fifth of the receive
-    // path. Only inside a pass (never from send() or connect()), and not
-    // while a reap drains a dying rail.
-    if (ring_was_empty && completion_count_ == 1 && in_progress_ && !in_progress_reap_)
-      run_one_completion();
-    return Status::ok;
-  }
+  if (parse(*client, gate, h, header, length, in)) return Status::ok;
   return defer(gate, in);
 }
 

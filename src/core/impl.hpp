@@ -176,6 +176,35 @@ class Core::Impl {
   // --- common message life (core.cpp) ---
   Status deliver(Gate& gate, const wire::FrameHeader& h, std::span<const std::byte> header,
                  std::uint64_t length, Incoming& in) noexcept;
+  /// Hands an arrival to its client's lib_parse: true when the client
+  /// answered inside it. The message may then be released already.
+  bool parse(Client& client, const Gate& gate, const wire::FrameHeader& h,
+             std::span<const std::byte> header, std::uint64_t length, Incoming& in) noexcept {
+    Arrival a;
+    a.source = gate.peer;
+    a.priority = h.priority;
+    a.source_port = h.source_port;
+    a.destination_port = h.destination_port;
+    a.header = header;
+    a.length = length;
+    a.handle = &in;
+    parsing_ = &in;
+    parse_answered_ = false;
+    const bool ring_was_empty = completion_count_ == 0;
+    client.lib_parse(a);
+    parsing_ = nullptr;
+    // An answered message may already be released: only the flag is safe.
+    if (!parse_answered_) return false;
+    // The message ended inside lib_parse. With no finalize queued before
+    // it, its finalize runs now instead of through the ring at the end of
+    // the pass: the order is the one a pass that took this packet alone
+    // gives, and the ring's write and read were a fifth of the receive
+    // path. Only inside a pass (never from send() or connect()), and not
+    // while a reap drains a dying rail.
+    if (ring_was_empty && completion_count_ == 1 && in_progress_ && !in_progress_reap_)
+      run_one_completion();
+    return true;
+  }
   /// lib_parse returned without recv(): the message waits, its eager
   /// payload copied into a slot (the driver's buffer goes back now).
   Status defer(Gate& gate, Incoming& in) noexcept;

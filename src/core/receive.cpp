@@ -245,24 +245,8 @@ Status Core::Impl::eager_in_order(Gate& gate, Priority& p, const wire::FrameHead
   in.payload = payload.data() + h.upper_length;
   in.length = payload.size() - h.upper_length;
   in.credit_pending = true;
-  Arrival a;
-  a.source = gate.peer;
-  a.priority = h.priority;
-  a.source_port = h.source_port;
-  a.destination_port = h.destination_port;
-  a.header = payload.first(h.upper_length);
-  a.length = in.length;
-  a.handle = &in;
-  parsing_ = &in;
-  parse_answered_ = false;
-  const bool ring_was_empty = completion_count_ == 0;
-  client->lib_parse(a);
-  parsing_ = nullptr;
-  if (!parse_answered_) return defer(gate, in);
-  // As deliver() does: the finalize runs now when nothing was queued before.
-  if (ring_was_empty && completion_count_ == 1 && in_progress_ && !in_progress_reap_)
-    run_one_completion();
-  return Status::ok;
+  if (parse(*client, gate, h, payload.first(h.upper_length), in.length, in)) return Status::ok;
+  return defer(gate, in);
 }
 
 Status Core::Impl::on_ordered(Gate& gate, const wire::FrameHeader& h,
