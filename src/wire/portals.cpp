@@ -40,6 +40,17 @@ constexpr std::size_t compact_off_cookie = 48;
 static_assert(compact_off_cookie + 8 == PortalsHeader::compact_size);
 static_assert(off_match_bits + 8 == compact_off_length);
 static_assert(PortalsHeader::size % 8 == 0, "keeps the payload after it 8-byte aligned");
+// The tiny form: flags (bit 0 non-matching, bit 1 physical), pt_index, the
+// logical initiator (0 when physical), uid, match_bits.
+constexpr std::size_t tiny_off_flags = 0;
+constexpr std::size_t tiny_off_pt_index = 1;
+constexpr std::size_t tiny_off_initiator = 2;
+constexpr std::size_t tiny_off_uid = 4;
+constexpr std::size_t tiny_off_match_bits = 8;
+constexpr std::uint8_t tiny_non_matching = 1;
+constexpr std::uint8_t tiny_physical = 2;
+static_assert(tiny_off_match_bits + 8 == PortalsHeader::tiny_size);
+static_assert(PortalsHeader::tiny_size % 8 == 0, "keeps the payload after it 8-byte aligned");
 
 bool in_range(AtomicOp op, AtomicOp lo, AtomicOp hi) noexcept {
   return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(lo) &&
@@ -249,6 +260,55 @@ Result<PortalsHeader> PortalsHeader::decode_compact(std::span<const std::byte> i
   h.length = load_u64(in, compact_off_length);
   h.cookie = load_u64(in, compact_off_cookie);
   if (!fields_valid(h)) return Status::malformed;
+  return h;
+}
+
+namespace {
+void store_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept {
+  const bool physical = h.addressing == Addressing::physical;
+  store_u8(
+      out, tiny_off_flags,
+      static_cast<std::uint8_t>((h.matching == Matching::non_matching ? tiny_non_matching : 0) |
+                                (physical ? tiny_physical : 0)));
+  store_u8(out, tiny_off_pt_index, static_cast<std::uint8_t>(h.pt_index));
+  store_u16(out, tiny_off_initiator,
+            physical ? std::uint16_t{0} : static_cast<std::uint16_t>(h.initiator_nid));
+  store_u32(out, tiny_off_uid, h.uid);
+  store_u64(out, tiny_off_match_bits, h.match_bits);
+}
+}  // namespace
+
+Result<std::size_t> encode_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept {
+  if (out.size() < PortalsHeader::tiny_size || !h.fits_tiny() || !fields_valid(h))
+    return Status::invalid_argument;
+  store_tiny(h, out);
+  return PortalsHeader::tiny_size;
+}
+
+std::size_t write_tiny(const PortalsHeader& h,
+                       std::span<std::byte, PortalsHeader::tiny_size> fixed) noexcept {
+  assert(h.fits_tiny() && fields_valid(h));
+  store_tiny(h, std::span<std::byte>(fixed));
+  return PortalsHeader::tiny_size;
+}
+
+Result<PortalsHeader> PortalsHeader::decode_tiny(std::span<const std::byte> in,
+                                                 std::uint64_t data_length) noexcept {
+  if (in.size() != tiny_size) return Status::malformed;
+  const std::uint8_t flags = load_u8(in, tiny_off_flags);
+  if ((flags & ~(tiny_non_matching | tiny_physical)) != 0) return Status::malformed;
+  PortalsHeader h;
+  h.op = PortalsOp::put;
+  h.matching = (flags & tiny_non_matching) ? Matching::non_matching : Matching::matching;
+  h.addressing = (flags & tiny_physical) ? Addressing::physical : Addressing::logical;
+  h.pt_index = load_u8(in, tiny_off_pt_index);
+  h.initiator_nid = load_u16(in, tiny_off_initiator);
+  // A physical initiator is the sending rank's: a value here would be one
+  // the receiver ignores, so it is refused instead.
+  if (h.addressing == Addressing::physical && h.initiator_nid != 0) return Status::malformed;
+  h.uid = load_u32(in, tiny_off_uid);
+  h.match_bits = load_u64(in, tiny_off_match_bits);
+  h.length = data_length;
   return h;
 }
 

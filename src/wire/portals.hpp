@@ -139,6 +139,28 @@ struct PortalsHeader {
   bool fits_compact() const noexcept {
     return hdr_data == 0 && remote_offset == 0 && mlength == 0 && operand_length == 0;
   }
+  /// The tiny form: a put without an ack request, header data or remote
+  /// offset (the common small put of MPI and SHMEM) in 16 bytes, so an
+  /// 8-byte put with the frame and shm's record header is one cache line
+  /// instead of two. It leaves out what the packet already says: the length
+  /// (the data it carries), a physical initiator (the sending rank and its
+  /// node), the target (the receiver) and the cookie (such a put is never
+  /// answered).
+  static constexpr std::size_t tiny_size = 16;
+  /// Exactly tiny_size bytes; `data_length` is the data the packet carries.
+  /// A physical header comes back with its initiator 0, for the receiver to
+  /// fill in from the sending rank.
+  static Result<PortalsHeader> decode_tiny(std::span<const std::byte> in,
+                                           std::uint64_t data_length) noexcept;
+  /// Whether encode_tiny() can carry `h`: a put as above on portal index
+  /// 255 at most, from logical rank 65535 at most.
+  bool fits_tiny() const noexcept {
+    return op == PortalsOp::put && ack_request == AckRequest::none && fits_compact() &&
+           atomic_op == AtomicOp::none && atomic_type == AtomicType::none &&
+           ni_fail == NiFail::ok && pt_index <= 0xff &&
+           (addressing == Addressing::physical ||
+            (initiator_nid <= 0xffff && initiator_pid == 0 && target_pid == 0));
+  }
 };
 Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept;
 /// compact_size bytes; invalid_argument when !h.fits_compact() or a field is
@@ -150,6 +172,13 @@ Result<std::size_t> encode_compact(const PortalsHeader& h, std::span<std::byte> 
 /// receiver checks everything again, as it must.
 std::size_t write_compact(const PortalsHeader& h,
                           std::span<std::byte, PortalsHeader::compact_size> out) noexcept;
+
+/// tiny_size bytes; invalid_argument when !h.fits_tiny() or a field is out
+/// of range. The initiator of a physical header is not written (above).
+Result<std::size_t> encode_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept;
+/// encode_tiny() without its checks, as write_compact().
+std::size_t write_tiny(const PortalsHeader& h,
+                       std::span<std::byte, PortalsHeader::tiny_size> out) noexcept;
 
 /// Names for logs; "unknown" for a value outside the enumeration.
 std::string_view to_string(PortalsOp op) noexcept;

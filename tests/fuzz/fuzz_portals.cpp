@@ -1,5 +1,5 @@
-// libFuzzer target: PortalsHeader::decode and decode_compact on hostile bytes
-// (see roundtrip.hpp; the compact form is checked the same way here).
+// libFuzzer target: PortalsHeader::decode, decode_compact and decode_tiny on
+// hostile bytes (see roundtrip.hpp; the shorter forms are checked the same way here).
 #include "roundtrip.hpp"
 #include "wire/wire.hpp"
 
@@ -23,9 +23,26 @@ int compact_roundtrip(const std::uint8_t* data, std::size_t size) {
   return 0;
 }
 
+/// The tiny form: whatever decodes encodes back to the same bytes.
+int tiny_roundtrip(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
+  auto decoded = PortalsHeader::decode_tiny(in, size);
+  if (!decoded) {
+    if (decoded.status() != pier::Status::malformed) __builtin_trap();
+    return 0;
+  }
+  if (size != PortalsHeader::tiny_size || !decoded->fits_tiny()) __builtin_trap();
+  std::byte out[PortalsHeader::tiny_size];
+  auto n = encode_tiny(*decoded, out);
+  if (!n || *n != PortalsHeader::tiny_size) __builtin_trap();
+  if (std::memcmp(out, data, PortalsHeader::tiny_size) != 0) __builtin_trap();
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   (void)compact_roundtrip(data, size);
+  (void)tiny_roundtrip(data, size);
   return pier::wire::fuzz::roundtrip<PortalsHeader>(data, size);
 }

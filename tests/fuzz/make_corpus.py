@@ -34,6 +34,8 @@ CSWAP = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 5, 0, 1, 0, 12, 7, 0, 3
                     0, 0x40, 8, 0, 0x99, 8)
 # The compact form: PUT's first 40 bytes (hdr_data and offset 0), length, cookie.
 COMPACT_PUT = PUT[:40] + struct.pack('<QQ', 0x10000, 0x8000000000000001)
+# The tiny form: flags (logical, matching), pt_index, initiator rank, uid, match_bits.
+TINY_PUT = struct.pack('<BBHIQ', 0, 4, 0x0102, 1000, 0xdeadbeefcafef00d)
 ACK_ANSWER = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 7, 0, 0, 1, 0, 0, 2, 1, 2, 3, 4, 0, 0, 0,
                          0, 0, 0x100, 0x80, 0x0102, 0)
 SEND = struct.pack('<BBBBHHI4xQQQ', VERSION, 1, 1, 12, 2, 0x0103, 4000, 0x0123456789abcdef, 0, 0)
@@ -56,7 +58,7 @@ CORPUS = {
     'fuzz_data': [DATA],
     'fuzz_ack': [ACK],
     'fuzz_driver_local': [struct.pack('<HxxI', 0x0a0b, 5)],
-    'fuzz_portals': [PUT, CSWAP, ACK_ANSWER, COMPACT_PUT],
+    'fuzz_portals': [PUT, CSWAP, ACK_ANSWER, COMPACT_PUT, TINY_PUT],
     # fuzz_port: a full header, or (first byte 0xc0) routing then a compact one.
     # fuzz_ofi_codec: the first byte picks url, url view, control, rdv data.
     'fuzz_ofi_codec': [b'\x00' + OFI_URL, b'\x01' + OFI_URL, b'\x02' + driver_local(1, OFI_BODY),

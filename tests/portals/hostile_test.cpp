@@ -23,7 +23,10 @@ namespace {
 struct Raw final : core::Client {
   explicit Raw(core::Core& c) : core(c) {}
   void lib_parse(const core::Arrival& a) noexcept override {
-    auto h = a.header.size() == wire::PortalsHeader::compact_size
+    const std::size_t form = a.header.size();
+    auto h = form == wire::PortalsHeader::tiny_size
+                 ? wire::PortalsHeader::decode_tiny(a.header, a.length)
+             : form == wire::PortalsHeader::compact_size
                  ? wire::PortalsHeader::decode_compact(a.header)
                  : wire::PortalsHeader::decode(a.header);
     if (h) {
@@ -246,6 +249,73 @@ TEST_F(Hostile, AHeaderOfNeitherLengthIsRefused) {
   ASSERT_TRUE(answers(1));
   EXPECT_EQ(raw_->answers.size(), 1u);
   EXPECT_EQ(raw_->answers[0].cookie, 9u);
+  EXPECT_TRUE(drained());
+}
+
+TEST_F(Hostile, TinyPutsLandAndForgedOnesAreDropped) {
+  auto drops = [&] {
+    Call c;
+    c.handle = ni_;
+    c.size = PTL_SR_DROP_COUNT;
+    return lib_->call(Op::ni_status, c).sr;
+  };
+  // Each send takes its data from its own part of the payload.
+  std::fill_n(payload_.begin(), 8, std::byte{0x11});
+  std::fill_n(payload_.begin() + 8, 8, std::byte{0x44});
+  std::fill_n(payload_.begin() + 16, 8, std::byte{0x55});
+  auto tiny = [&](std::size_t from, auto&& edit) {
+    wire::PortalsHeader h;
+    h.op = wire::PortalsOp::put;
+    h.length = 8;
+    std::array<std::byte, wire::PortalsHeader::tiny_size> bytes{};
+    EXPECT_EQ(wire::encode_tiny(h, bytes).value_or(0), bytes.size());
+    edit(bytes);
+    core::SendArgs a;
+    a.peer = 1;
+    a.upper = wire::Upper::portals;
+    a.header = bytes;
+    a.region = &region_;
+    a.offset = from;
+    a.length = 8;
+    EXPECT_EQ(cores_[0]->send(a), Status::ok);
+  };
+  // A put that wants an ack, behind the tiny ones on the same priority:
+  // once it is answered, they were parsed.
+  auto fence = [&](std::uint64_t cookie, std::size_t answered) {
+    auto h = put(8, cookie);
+    h.remote_offset = 32;
+    core::SendArgs a;
+    std::array<std::byte, wire::PortalsHeader::size> bytes{};
+    ASSERT_TRUE(wire::encode(h, bytes));
+    a.peer = 1;
+    a.upper = wire::Upper::portals;
+    a.header = bytes;
+    a.region = &region_;
+    a.offset = 16;
+    a.length = 8;
+    ASSERT_EQ(cores_[0]->send(a), Status::ok);
+    ASSERT_TRUE(answers(answered));
+    EXPECT_EQ(raw_->answers.back().cookie, cookie);
+  };
+  // Naming rank 1 (the LIB itself) as the initiator; an unknown flag; a
+  // physical put naming an initiator: none lands, and none is answered.
+  tiny(0, [](auto& b) { b[2] = std::byte{1}; });
+  tiny(0, [](auto& b) { b[0] = std::byte{0x10}; });
+  tiny(0, [](auto& b) {
+    b[0] = std::byte{0x02};
+    b[2] = std::byte{1};
+  });
+  fence(1, 1);
+  EXPECT_EQ(target_[0], std::byte{0});
+  EXPECT_EQ(target_[32], std::byte{0x55});
+  EXPECT_EQ(drops(), 1u);  // the malformed two never reach an NI
+  // The one rank 0 truly sends lands, unanswered.
+  tiny(8, [](auto&) {});
+  fence(2, 2);
+  EXPECT_EQ(target_[0], std::byte{0x44});
+  EXPECT_EQ(target_[7], std::byte{0x44});
+  EXPECT_EQ(target_[8], std::byte{0});
+  EXPECT_EQ(raw_->answers.size(), 2u);
   EXPECT_TRUE(drained());
 }
 

@@ -350,6 +350,100 @@ TEST(Golden, PortalsCompactPut) {
   EXPECT_EQ(encode_compact(h, small).status(), Status::invalid_argument);
 }
 
+TEST(Golden, PortalsTinyPut) {
+  // A logical matching put: flags 0, pt_index, initiator rank, uid, match_bits.
+  PortalsHeader h;
+  h.op = PortalsOp::put;
+  h.initiator_nid = 0x0102;
+  h.target_nid = 7;
+  h.uid = 1000;
+  h.pt_index = 4;
+  h.match_bits = 0xdeadbeefcafef00d;
+  h.length = 8;
+  h.cookie = 0x8000000000000001;  // not carried: such a put is never answered
+  ASSERT_TRUE(h.fits_tiny());
+  const Bytes golden = cat({
+      bytes({0x00, 0x04, 0x02, 0x01}),                          // flags, pt_index, initiator
+      bytes({0xe8, 0x03, 0x00, 0x00}),                          // uid
+      bytes({0x0d, 0xf0, 0xfe, 0xca, 0xef, 0xbe, 0xad, 0xde}),  // match_bits
+  });
+  ASSERT_EQ(golden.size(), PortalsHeader::tiny_size);
+  Bytes out(PortalsHeader::tiny_size + 3, std::byte{0xee});
+  ASSERT_EQ(encode_tiny(h, out).value_or(0), PortalsHeader::tiny_size);
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + 16), golden);
+  EXPECT_EQ(out[16], std::byte{0xee}) << "encode wrote past its size";
+  std::array<std::byte, PortalsHeader::tiny_size> fixed{};
+  EXPECT_EQ(write_tiny(h, fixed), PortalsHeader::tiny_size);
+  EXPECT_EQ(Bytes(fixed.begin(), fixed.end()), golden);
+  // What it leaves out comes back 0, and the length is the data carried.
+  auto back = PortalsHeader::decode_tiny(golden, 8);
+  ASSERT_TRUE(back.has_value());
+  PortalsHeader expect = h;
+  expect.target_nid = 0;
+  expect.cookie = 0;
+  EXPECT_TRUE(*back == expect);
+  EXPECT_EQ(PortalsHeader::decode_tiny(golden, 4096).value().length, 4096u);
+
+  // Physical and non-matching: the initiator is the sender's, never written.
+  PortalsHeader p = h;
+  p.matching = Matching::non_matching;
+  p.addressing = Addressing::physical;
+  p.initiator_nid = 0x0a000001;
+  p.initiator_pid = 3;
+  p.target_pid = 9;
+  ASSERT_TRUE(p.fits_tiny());
+  Bytes phys = golden;
+  phys[0] = std::byte{0x03};
+  phys[2] = phys[3] = std::byte{0};
+  ASSERT_EQ(encode_tiny(p, out).value_or(0), PortalsHeader::tiny_size);
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + 16), phys);
+  auto pb = PortalsHeader::decode_tiny(phys, 8);
+  ASSERT_TRUE(pb.has_value());
+  EXPECT_EQ(pb->addressing, Addressing::physical);
+  EXPECT_EQ(pb->matching, Matching::non_matching);
+  EXPECT_EQ(pb->initiator_nid, 0u);
+  EXPECT_EQ(pb->initiator_pid, 0u);
+
+  // Hostile bytes: an unknown flag, a physical initiator, any other length.
+  for (std::uint8_t flags : {0x04, 0x80, 0xff}) {
+    Bytes bad = golden;
+    bad[0] = std::byte{flags};
+    EXPECT_EQ(PortalsHeader::decode_tiny(bad, 8).status(), Status::malformed) << int{flags};
+  }
+  Bytes named = phys;
+  named[2] = std::byte{1};
+  EXPECT_EQ(PortalsHeader::decode_tiny(named, 8).status(), Status::malformed);
+  for (std::size_t len = 0; len < golden.size(); ++len)
+    EXPECT_EQ(PortalsHeader::decode_tiny(std::span(golden).first(len), 8).status(),
+              Status::malformed)
+        << len;
+  Bytes longer = golden;
+  longer.push_back(std::byte{0});
+  EXPECT_EQ(PortalsHeader::decode_tiny(longer, 8).status(), Status::malformed);
+
+  // Only a put with nothing the form leaves out, on a small index and rank.
+  for (auto change :
+       {+[](PortalsHeader& x) { x.ack_request = AckRequest::ack; },
+        +[](PortalsHeader& x) { x.hdr_data = 1; }, +[](PortalsHeader& x) { x.remote_offset = 1; },
+        +[](PortalsHeader& x) { x.pt_index = 256; },
+        +[](PortalsHeader& x) { x.initiator_nid = 0x10000; },
+        +[](PortalsHeader& x) { x.op = PortalsOp::get; },
+        +[](PortalsHeader& x) {
+          x.op = PortalsOp::atomic;
+          x.atomic_op = AtomicOp::sum;
+          x.atomic_type = AtomicType::int64;
+        }}) {
+    PortalsHeader wide = h;
+    change(wide);
+    Bytes full(PortalsHeader::size);
+    EXPECT_TRUE(encode(wide, full).has_value());
+    EXPECT_FALSE(wide.fits_tiny());
+    EXPECT_EQ(encode_tiny(wide, out).status(), Status::invalid_argument);
+  }
+  Bytes small(PortalsHeader::tiny_size - 1);
+  EXPECT_EQ(encode_tiny(h, small).status(), Status::invalid_argument);
+}
+
 TEST(Golden, PortalsCompareAndSwap) {
   PortalsHeader h;
   h.op = PortalsOp::swap;
