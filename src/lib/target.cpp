@@ -65,17 +65,17 @@ inline const core::Region* contiguous(const Buffer& b, std::size_t offset, std::
 
 void Lib::lib_parse(const core::Arrival& a) noexcept {
   flush_deferred();
-  // The upper header's length tells the three forms apart; any other length
+  // The upper header's length tells the forms apart; any other length
   // (an rts carries whatever follows its own header) is malformed, not a
   // full header with bytes ignored after it.
   const std::size_t n = a.header.size();
-  auto h = n == wire::PortalsHeader::tiny_size
-               ? wire::PortalsHeader::decode_tiny(a.header, a.length)
+  const bool tiny = n == wire::PortalsHeader::tiny_size || n == wire::PortalsHeader::tiny_get_size;
+  auto h = tiny ? wire::PortalsHeader::decode_tiny(a.header, a.length)
            : n == wire::PortalsHeader::compact_size ? wire::PortalsHeader::decode_compact(a.header)
            : n == wire::PortalsHeader::size         ? wire::PortalsHeader::decode(a.header)
                                             : Result<wire::PortalsHeader>(Status::malformed);
-  if (h && n == wire::PortalsHeader::tiny_size && h->addressing == wire::Addressing::physical) {
-    // The tiny form's physical initiator is the sender itself (pid_ is the
+  if (h && tiny && h->addressing == wire::Addressing::physical && !wire::is_answer(h->op)) {
+    // A tiny request's physical initiator is the sender itself (pid_ is the
     // core rank, lib.cpp).
     if (a.source < nid_of_rank_.size()) {
       h->initiator_nid = nid_of_rank_[a.source];
@@ -138,11 +138,11 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
   // The LIB builds only valid headers (checked in debug builds): the common
   // tiny and compact forms skip the encoders' checks (60 instructions a
   // message). Every request's initiator is this process, as the tiny form
-  // of a physical one implies.
+  // of a physical one implies; answers name nobody (tiny_length()).
   const Result<std::size_t> n =
-      h.fits_tiny() ? Result<std::size_t>(
-                          wire::write_tiny(h, std::span<std::byte, wire::PortalsHeader::tiny_size>(
-                                                  bytes.data(), wire::PortalsHeader::tiny_size)))
+      h.fits_tiny()      ? Result<std::size_t>(wire::write_tiny(
+                               h, std::span<std::byte, wire::PortalsHeader::tiny_get_size>(
+                                 bytes.data(), wire::PortalsHeader::tiny_get_size)))
       : h.fits_compact() ? Result<std::size_t>(wire::write_compact(
                                h, std::span<std::byte, wire::PortalsHeader::compact_size>(
                                       bytes.data(), wire::PortalsHeader::compact_size)))

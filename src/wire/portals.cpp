@@ -40,17 +40,36 @@ constexpr std::size_t compact_off_cookie = 48;
 static_assert(compact_off_cookie + 8 == PortalsHeader::compact_size);
 static_assert(off_match_bits + 8 == compact_off_length);
 static_assert(PortalsHeader::size % 8 == 0, "keeps the payload after it 8-byte aligned");
-// The tiny form: flags (bit 0 non-matching, bit 1 physical), pt_index, the
-// logical initiator (0 when physical), uid, match_bits.
-constexpr std::size_t tiny_off_flags = 0;
+// The tiny forms. The form byte: bit 0 non-matching, bit 1 physical, bits
+// 2-3 the kind, bit 4 the overflow list (answers only), bits 5-7 zero.
+constexpr std::uint8_t tiny_non_matching = 1;
+constexpr std::uint8_t tiny_physical = 2;
+constexpr unsigned tiny_kind_shift = 2;
+constexpr std::uint8_t tiny_kind_mask = 3;
+constexpr std::uint8_t tiny_overflow = 16;
+constexpr std::uint8_t tiny_unused_bits = 0xe0;
+enum TinyKind : std::uint8_t { tiny_put = 0, tiny_get = 1, tiny_answer = 2 };
+constexpr std::size_t tiny_off_form = 0;
+// put and get: pt_index, the logical initiator (0 when physical), uid,
+// match_bits; a get then its cookie and length.
 constexpr std::size_t tiny_off_pt_index = 1;
 constexpr std::size_t tiny_off_initiator = 2;
 constexpr std::size_t tiny_off_uid = 4;
 constexpr std::size_t tiny_off_match_bits = 8;
-constexpr std::uint8_t tiny_non_matching = 1;
-constexpr std::uint8_t tiny_physical = 2;
+constexpr std::size_t tiny_off_get_cookie = 16;
+constexpr std::size_t tiny_off_get_length = 20;
+// answer: op, ni_fail, pt_index, cookie, mlength, remote_offset.
+constexpr std::size_t tiny_off_answer_op = 1;
+constexpr std::size_t tiny_off_answer_ni_fail = 2;
+constexpr std::size_t tiny_off_answer_pt_index = 3;
+constexpr std::size_t tiny_off_answer_cookie = 4;
+constexpr std::size_t tiny_off_answer_mlength = 8;
+constexpr std::size_t tiny_off_answer_offset = 12;
 static_assert(tiny_off_match_bits + 8 == PortalsHeader::tiny_size);
-static_assert(PortalsHeader::tiny_size % 8 == 0, "keeps the payload after it 8-byte aligned");
+static_assert(tiny_off_get_length + 4 == PortalsHeader::tiny_get_size);
+static_assert(tiny_off_answer_offset + 4 == PortalsHeader::tiny_size);
+static_assert(PortalsHeader::tiny_size % 8 == 0 && PortalsHeader::tiny_get_size % 8 == 0,
+              "keeps the payload after it 8-byte aligned");
 
 bool in_range(AtomicOp op, AtomicOp lo, AtomicOp hi) noexcept {
   return static_cast<std::uint8_t>(op) >= static_cast<std::uint8_t>(lo) &&
@@ -264,43 +283,75 @@ Result<PortalsHeader> PortalsHeader::decode_compact(std::span<const std::byte> i
 }
 
 namespace {
-void store_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept {
+/// Writes the tiny form of `h` (h.tiny_length() > 0); returns its size.
+std::size_t store_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept {
   const bool physical = h.addressing == Addressing::physical;
+  const bool answer = is_answer(h.op);
+  const TinyKind kind = answer ? tiny_answer : h.op == PortalsOp::get ? tiny_get : tiny_put;
   store_u8(
-      out, tiny_off_flags,
+      out, tiny_off_form,
       static_cast<std::uint8_t>((h.matching == Matching::non_matching ? tiny_non_matching : 0) |
-                                (physical ? tiny_physical : 0)));
+                                (physical ? tiny_physical : 0) | (kind << tiny_kind_shift) |
+                                (answer && h.hdr_data != 0 ? tiny_overflow : 0)));
+  if (answer) {
+    store_u8(out, tiny_off_answer_op, static_cast<std::uint8_t>(h.op));
+    store_u8(out, tiny_off_answer_ni_fail, static_cast<std::uint8_t>(h.ni_fail));
+    store_u8(out, tiny_off_answer_pt_index, static_cast<std::uint8_t>(h.pt_index));
+    store_u32(out, tiny_off_answer_cookie, static_cast<std::uint32_t>(h.cookie));
+    store_u32(out, tiny_off_answer_mlength, static_cast<std::uint32_t>(h.mlength));
+    store_u32(out, tiny_off_answer_offset, static_cast<std::uint32_t>(h.remote_offset));
+    return PortalsHeader::tiny_size;
+  }
   store_u8(out, tiny_off_pt_index, static_cast<std::uint8_t>(h.pt_index));
   store_u16(out, tiny_off_initiator,
             physical ? std::uint16_t{0} : static_cast<std::uint16_t>(h.initiator_nid));
   store_u32(out, tiny_off_uid, h.uid);
   store_u64(out, tiny_off_match_bits, h.match_bits);
+  if (kind == tiny_put) return PortalsHeader::tiny_size;
+  store_u32(out, tiny_off_get_cookie, static_cast<std::uint32_t>(h.cookie));
+  store_u32(out, tiny_off_get_length, static_cast<std::uint32_t>(h.length));
+  return PortalsHeader::tiny_get_size;
 }
 }  // namespace
 
 Result<std::size_t> encode_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept {
-  if (out.size() < PortalsHeader::tiny_size || !h.fits_tiny() || !fields_valid(h))
-    return Status::invalid_argument;
-  store_tiny(h, out);
-  return PortalsHeader::tiny_size;
+  const std::size_t n = h.tiny_length();
+  if (n == 0 || out.size() < n || !fields_valid(h)) return Status::invalid_argument;
+  return store_tiny(h, out);
 }
 
 std::size_t write_tiny(const PortalsHeader& h,
-                       std::span<std::byte, PortalsHeader::tiny_size> fixed) noexcept {
+                       std::span<std::byte, PortalsHeader::tiny_get_size> out) noexcept {
   assert(h.fits_tiny() && fields_valid(h));
-  store_tiny(h, std::span<std::byte>(fixed));
-  return PortalsHeader::tiny_size;
+  return store_tiny(h, std::span<std::byte>(out));
 }
 
 Result<PortalsHeader> PortalsHeader::decode_tiny(std::span<const std::byte> in,
                                                  std::uint64_t data_length) noexcept {
-  if (in.size() != tiny_size) return Status::malformed;
-  const std::uint8_t flags = load_u8(in, tiny_off_flags);
-  if ((flags & ~(tiny_non_matching | tiny_physical)) != 0) return Status::malformed;
+  if (in.size() != tiny_size && in.size() != tiny_get_size) return Status::malformed;
+  const std::uint8_t form = load_u8(in, tiny_off_form);
+  const auto kind = static_cast<std::uint8_t>((form >> tiny_kind_shift) & tiny_kind_mask);
+  if ((form & tiny_unused_bits) != 0 || kind > tiny_answer ||
+      in.size() != (kind == tiny_get ? tiny_get_size : tiny_size) ||
+      ((form & tiny_overflow) != 0 && kind != tiny_answer))
+    return Status::malformed;
   PortalsHeader h;
-  h.op = PortalsOp::put;
-  h.matching = (flags & tiny_non_matching) ? Matching::non_matching : Matching::matching;
-  h.addressing = (flags & tiny_physical) ? Addressing::physical : Addressing::logical;
+  h.matching = (form & tiny_non_matching) ? Matching::non_matching : Matching::matching;
+  h.addressing = (form & tiny_physical) ? Addressing::physical : Addressing::logical;
+  if (kind == tiny_answer) {
+    h.op = static_cast<PortalsOp>(load_u8(in, tiny_off_answer_op));
+    h.ni_fail = static_cast<NiFail>(load_u8(in, tiny_off_answer_ni_fail));
+    if (!is_answer(h.op) || static_cast<std::uint8_t>(h.ni_fail) >= ni_fail_limit)
+      return Status::malformed;
+    h.pt_index = load_u8(in, tiny_off_answer_pt_index);
+    h.cookie = load_u32(in, tiny_off_answer_cookie);
+    h.mlength = load_u32(in, tiny_off_answer_mlength);
+    h.length = h.mlength;
+    h.remote_offset = load_u32(in, tiny_off_answer_offset);
+    h.hdr_data = (form & tiny_overflow) ? 1 : 0;
+    return h;
+  }
+  h.op = kind == tiny_get ? PortalsOp::get : PortalsOp::put;
   h.pt_index = load_u8(in, tiny_off_pt_index);
   h.initiator_nid = load_u16(in, tiny_off_initiator);
   // A physical initiator is the sending rank's: a value here would be one
@@ -308,7 +359,12 @@ Result<PortalsHeader> PortalsHeader::decode_tiny(std::span<const std::byte> in,
   if (h.addressing == Addressing::physical && h.initiator_nid != 0) return Status::malformed;
   h.uid = load_u32(in, tiny_off_uid);
   h.match_bits = load_u64(in, tiny_off_match_bits);
-  h.length = data_length;
+  if (kind == tiny_put) {
+    h.length = data_length;
+  } else {
+    h.cookie = load_u32(in, tiny_off_get_cookie);
+    h.length = load_u32(in, tiny_off_get_length);
+  }
   return h;
 }
 

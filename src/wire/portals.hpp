@@ -139,28 +139,58 @@ struct PortalsHeader {
   bool fits_compact() const noexcept {
     return hdr_data == 0 && remote_offset == 0 && mlength == 0 && operand_length == 0;
   }
-  /// The tiny form: a put without an ack request, header data or remote
-  /// offset (the common small put of MPI and SHMEM) in 16 bytes, so an
-  /// 8-byte put with the frame and shm's record header is one cache line
-  /// instead of two. It leaves out what the packet already says: the length
-  /// (the data it carries), a physical initiator (the sending rank and its
-  /// node), the target (the receiver) and the cookie (such a put is never
-  /// answered).
+  /// The tiny forms carry the common small requests and answers in one
+  /// cache line over shm with the frame and shm's record header (an 8-byte
+  /// put or reply, a get, an ack), where the compact form takes two and an
+  /// answer's full form three. They leave out what the packet already says:
+  /// a put's length (the data it carries), a physical initiator (the sending
+  /// rank and its node), the target of a request (the receiver) and a put's
+  /// cookie (a put without an ack is never answered). Each starts with a
+  /// form byte that says which it is (docs/wire.md):
+  ///   put (16 bytes): no ack request, header data or remote offset;
+  ///   get (24 bytes): the same, with a cookie and length below 2^32;
+  ///   answer (16 bytes): nothing of the initiator or target, the list in
+  ///   hdr_data, mlength equal to length, cookie, mlength and offset below
+  ///   2^32.
+  /// Requests name portal index 255 at most and, on a logical NI, an
+  /// initiator rank 65535 at most.
   static constexpr std::size_t tiny_size = 16;
-  /// Exactly tiny_size bytes; `data_length` is the data the packet carries.
-  /// A physical header comes back with its initiator 0, for the receiver to
+  static constexpr std::size_t tiny_get_size = 24;
+  /// Exactly tiny_size or tiny_get_size bytes, as the form byte says;
+  /// `data_length` is the data the packet carries (a put's length). A
+  /// physical request comes back with its initiator 0, for the receiver to
   /// fill in from the sending rank.
   static Result<PortalsHeader> decode_tiny(std::span<const std::byte> in,
                                            std::uint64_t data_length) noexcept;
-  /// Whether encode_tiny() can carry `h`: a put as above on portal index
-  /// 255 at most, from logical rank 65535 at most.
-  bool fits_tiny() const noexcept {
-    return op == PortalsOp::put && ack_request == AckRequest::none && fits_compact() &&
-           atomic_op == AtomicOp::none && atomic_type == AtomicType::none &&
-           ni_fail == NiFail::ok && pt_index <= 0xff &&
-           (addressing == Addressing::physical ||
-            (initiator_nid <= 0xffff && initiator_pid == 0 && target_pid == 0));
+  /// The size of the tiny form that carries `h`, or 0 when none does.
+  std::size_t tiny_length() const noexcept {
+    constexpr std::uint64_t u32_max = 0xffffffffu;
+    if (atomic_op != AtomicOp::none || atomic_type != AtomicType::none || operand_length != 0 ||
+        pt_index > 0xff || ack_request != AckRequest::none)
+      return 0;
+    switch (op) {
+      case PortalsOp::put:
+      case PortalsOp::get:
+        if (hdr_data != 0 || remote_offset != 0 || mlength != 0 || ni_fail != NiFail::ok) return 0;
+        if (addressing == Addressing::logical &&
+            (initiator_nid > 0xffff || initiator_pid != 0 || target_pid != 0))
+          return 0;
+        if (op == PortalsOp::put) return tiny_size;
+        return cookie <= u32_max && length <= u32_max ? tiny_get_size : 0;
+      case PortalsOp::reply:
+      case PortalsOp::ack:
+      case PortalsOp::ct_ack:
+      case PortalsOp::oc_ack:
+        return initiator_nid == 0 && initiator_pid == 0 && target_nid == 0 && target_pid == 0 &&
+                       uid == 0 && match_bits == 0 && hdr_data <= 1 && cookie <= u32_max &&
+                       length == mlength && mlength <= u32_max && remote_offset <= u32_max
+                   ? tiny_size
+                   : 0;
+      default:
+        return 0;
+    }
   }
+  bool fits_tiny() const noexcept { return tiny_length() != 0; }
 };
 Result<std::size_t> encode(const PortalsHeader& h, std::span<std::byte> out) noexcept;
 /// compact_size bytes; invalid_argument when !h.fits_compact() or a field is
@@ -173,12 +203,13 @@ Result<std::size_t> encode_compact(const PortalsHeader& h, std::span<std::byte> 
 std::size_t write_compact(const PortalsHeader& h,
                           std::span<std::byte, PortalsHeader::compact_size> out) noexcept;
 
-/// tiny_size bytes; invalid_argument when !h.fits_tiny() or a field is out
-/// of range. The initiator of a physical header is not written (above).
+/// h.tiny_length() bytes; invalid_argument when !h.fits_tiny() or a field
+/// is out of range. The initiator of a physical request is not written.
 Result<std::size_t> encode_tiny(const PortalsHeader& h, std::span<std::byte> out) noexcept;
-/// encode_tiny() without its checks, as write_compact().
+/// encode_tiny() without its checks, as write_compact(); `out` has room for
+/// the longest tiny form.
 std::size_t write_tiny(const PortalsHeader& h,
-                       std::span<std::byte, PortalsHeader::tiny_size> out) noexcept;
+                       std::span<std::byte, PortalsHeader::tiny_get_size> out) noexcept;
 
 /// Names for logs; "unknown" for a value outside the enumeration.
 std::string_view to_string(PortalsOp op) noexcept;

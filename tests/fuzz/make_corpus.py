@@ -36,6 +36,10 @@ CSWAP = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 5, 0, 1, 0, 12, 7, 0, 3
 COMPACT_PUT = PUT[:40] + struct.pack('<QQ', 0x10000, 0x8000000000000001)
 # The tiny form: flags (logical, matching), pt_index, initiator rank, uid, match_bits.
 TINY_PUT = struct.pack('<BBHIQ', 0, 4, 0x0102, 1000, 0xdeadbeefcafef00d)
+# A tiny get (form 0x05: get, non-matching), then a tiny reply (form 0x1a:
+# answer, physical, overflow list): op, ni_fail, pt, cookie, mlength, offset.
+TINY_GET = struct.pack('<BBHIQII', 0x05, 2, 5, 1000, 0, 0x80000001, 0x10000)
+TINY_REPLY = struct.pack('<BBBBIII', 0x1a, 6, 0, 7, 0x1234, 8, 0x40)
 ACK_ANSWER = struct.pack('<BBBBBBBBIIIIIIQQQQQQI4x', VERSION, 7, 0, 0, 1, 0, 0, 2, 1, 2, 3, 4, 0, 0, 0,
                          0, 0, 0x100, 0x80, 0x0102, 0)
 SEND = struct.pack('<BBBBHHI4xQQQ', VERSION, 1, 1, 12, 2, 0x0103, 4000, 0x0123456789abcdef, 0, 0)
@@ -58,7 +62,7 @@ CORPUS = {
     'fuzz_data': [DATA],
     'fuzz_ack': [ACK],
     'fuzz_driver_local': [struct.pack('<HxxI', 0x0a0b, 5)],
-    'fuzz_portals': [PUT, CSWAP, ACK_ANSWER, COMPACT_PUT, TINY_PUT],
+    'fuzz_portals': [PUT, CSWAP, ACK_ANSWER, COMPACT_PUT, TINY_PUT, TINY_GET, TINY_REPLY],
     # fuzz_port: a full header, or (first byte 0xc0) routing then a compact one.
     # fuzz_ofi_codec: the first byte picks url, url view, control, rdv data.
     'fuzz_ofi_codec': [b'\x00' + OFI_URL, b'\x01' + OFI_URL, b'\x02' + driver_local(1, OFI_BODY),

@@ -24,7 +24,7 @@ struct Raw final : core::Client {
   explicit Raw(core::Core& c) : core(c) {}
   void lib_parse(const core::Arrival& a) noexcept override {
     const std::size_t form = a.header.size();
-    auto h = form == wire::PortalsHeader::tiny_size
+    auto h = form == wire::PortalsHeader::tiny_size || form == wire::PortalsHeader::tiny_get_size
                  ? wire::PortalsHeader::decode_tiny(a.header, a.length)
              : form == wire::PortalsHeader::compact_size
                  ? wire::PortalsHeader::decode_compact(a.header)
@@ -218,10 +218,11 @@ TEST_F(Hostile, LyingLengthsAndIndexesAreRefusedNotFatal) {
   EXPECT_EQ(answer_for(2).ni_fail, wire::NiFail::dropped);
   EXPECT_EQ(answer_for(3).ni_fail, wire::NiFail::ok);
   EXPECT_EQ(answer_for(3).mlength, 0u);
-  // The answers that fit the compact header travel in it (mlength 0), the
-  // others in the full one.
+  // Each answer travels in the shortest form that carries it: tiny (here
+  // none: truncated, or naming its target), compact (mlength 0), full.
   for (std::size_t i = 0; i < raw_->answers.size(); ++i)
-    EXPECT_EQ(raw_->header_sizes[i], raw_->answers[i].fits_compact()
+    EXPECT_EQ(raw_->header_sizes[i], raw_->answers[i].fits_tiny() ? raw_->answers[i].tiny_length()
+                                     : raw_->answers[i].fits_compact()
                                          ? wire::PortalsHeader::compact_size
                                          : wire::PortalsHeader::size)
         << i;
@@ -296,6 +297,10 @@ TEST_F(Hostile, TinyPutsLandAndForgedOnesAreDropped) {
     ASSERT_EQ(cores_[0]->send(a), Status::ok);
     ASSERT_TRUE(answers(answered));
     EXPECT_EQ(raw_->answers.back().cookie, cookie);
+    // An ack of all it asked, at a small offset: the tiny answer.
+    EXPECT_EQ(raw_->header_sizes.back(), wire::PortalsHeader::tiny_size);
+    EXPECT_EQ(raw_->answers.back().mlength, 8u);
+    EXPECT_EQ(raw_->answers.back().remote_offset, 32u);
   };
   // Naming rank 1 (the LIB itself) as the initiator; an unknown flag; a
   // physical put naming an initiator: none lands, and none is answered.

@@ -372,9 +372,9 @@ TEST(Golden, PortalsTinyPut) {
   ASSERT_EQ(encode_tiny(h, out).value_or(0), PortalsHeader::tiny_size);
   EXPECT_EQ(Bytes(out.begin(), out.begin() + 16), golden);
   EXPECT_EQ(out[16], std::byte{0xee}) << "encode wrote past its size";
-  std::array<std::byte, PortalsHeader::tiny_size> fixed{};
+  std::array<std::byte, PortalsHeader::tiny_get_size> fixed{};
   EXPECT_EQ(write_tiny(h, fixed), PortalsHeader::tiny_size);
-  EXPECT_EQ(Bytes(fixed.begin(), fixed.end()), golden);
+  EXPECT_EQ(Bytes(fixed.begin(), fixed.begin() + 16), golden);
   // What it leaves out comes back 0, and the length is the data carried.
   auto back = PortalsHeader::decode_tiny(golden, 8);
   ASSERT_TRUE(back.has_value());
@@ -442,6 +442,104 @@ TEST(Golden, PortalsTinyPut) {
   }
   Bytes small(PortalsHeader::tiny_size - 1);
   EXPECT_EQ(encode_tiny(h, small).status(), Status::invalid_argument);
+}
+
+TEST(Golden, PortalsTinyGet) {
+  // A put's 16 bytes with kind 1 in the form byte, then cookie and length.
+  PortalsHeader h;
+  h.op = PortalsOp::get;
+  h.matching = Matching::non_matching;
+  h.initiator_nid = 5;
+  h.uid = 1000;
+  h.pt_index = 2;
+  h.cookie = 0x80000001;
+  h.length = 0x10000;
+  ASSERT_EQ(h.tiny_length(), PortalsHeader::tiny_get_size);
+  const Bytes golden = cat({
+      bytes({0x05, 0x02, 0x05, 0x00}),            // form (get, non-matching), pt, initiator
+      bytes({0xe8, 0x03, 0x00, 0x00}), zeros(8),  // uid, match_bits
+      bytes({0x01, 0x00, 0x00, 0x80}),            // cookie
+      bytes({0x00, 0x00, 0x01, 0x00}),            // length
+  });
+  Bytes out(PortalsHeader::tiny_get_size + 1, std::byte{0xee});
+  ASSERT_EQ(encode_tiny(h, out).value_or(0), PortalsHeader::tiny_get_size);
+  EXPECT_EQ(Bytes(out.begin(), out.begin() + 24), golden);
+  EXPECT_EQ(out[24], std::byte{0xee});
+  auto back = PortalsHeader::decode_tiny(golden, 0);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == h);
+  // The form byte says get: 16 bytes of it, or a put's 24, are malformed.
+  EXPECT_EQ(PortalsHeader::decode_tiny(std::span(golden).first(16), 0).status(), Status::malformed);
+  Bytes as_put = golden;
+  as_put[0] = std::byte{0x01};
+  EXPECT_EQ(PortalsHeader::decode_tiny(as_put, 0).status(), Status::malformed);
+  // A cookie or length beyond 32 bits takes a longer form.
+  for (auto change : {+[](PortalsHeader& x) { x.cookie = 0x100000000; },
+                      +[](PortalsHeader& x) { x.length = 0x100000000; }}) {
+    PortalsHeader wide = h;
+    change(wide);
+    EXPECT_FALSE(wide.fits_tiny());
+    EXPECT_EQ(encode_tiny(wide, out).status(), Status::invalid_argument);
+  }
+}
+
+TEST(Golden, PortalsTinyAnswer) {
+  // A reply from the overflow list: form, op, ni_fail, pt, cookie, mlength, offset.
+  PortalsHeader h;
+  h.op = PortalsOp::reply;
+  h.addressing = Addressing::physical;
+  h.ni_fail = NiFail::ok;
+  h.pt_index = 7;
+  h.cookie = 0x1234;
+  h.length = 8;
+  h.mlength = 8;
+  h.remote_offset = 0x40;
+  h.hdr_data = 1;  // the overflow list
+  ASSERT_EQ(h.tiny_length(), PortalsHeader::tiny_size);
+  const Bytes golden = cat({
+      bytes({0x1a, 0x06, 0x00, 0x07}),  // form (answer, physical, overflow), op, ni_fail, pt
+      bytes({0x34, 0x12, 0x00, 0x00}),  // cookie
+      bytes({0x08, 0x00, 0x00, 0x00}),  // mlength (= length)
+      bytes({0x40, 0x00, 0x00, 0x00}),  // remote_offset
+  });
+  Bytes out(PortalsHeader::tiny_size);
+  ASSERT_EQ(encode_tiny(h, out).value_or(0), PortalsHeader::tiny_size);
+  EXPECT_EQ(out, golden);
+  auto back = PortalsHeader::decode_tiny(golden, 8);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == h);
+  // An ack reporting a refusal.
+  PortalsHeader ack = h;
+  ack.op = PortalsOp::ack;
+  ack.ni_fail = NiFail::perm_violation;
+  ack.length = ack.mlength = 0;
+  ack.remote_offset = 0;
+  ack.hdr_data = 0;
+  ASSERT_TRUE(ack.fits_tiny());
+  ASSERT_TRUE(encode_tiny(ack, out).has_value());
+  auto ack_back = PortalsHeader::decode_tiny(out, 0);
+  ASSERT_TRUE(ack_back.has_value());
+  EXPECT_TRUE(*ack_back == ack);
+  // Not an answer's op, an ni_fail out of range, a list bit on a request.
+  for (auto [at, value] : {std::pair{1, 0x01}, std::pair{1, 0x0a}, std::pair{2, 0x08}}) {
+    Bytes bad = golden;
+    bad[static_cast<std::size_t>(at)] = std::byte{static_cast<std::uint8_t>(value)};
+    EXPECT_EQ(PortalsHeader::decode_tiny(bad, 8).status(), Status::malformed) << at;
+  }
+  Bytes listed_put = cat({bytes({0x10}), zeros(15)});
+  EXPECT_EQ(PortalsHeader::decode_tiny(listed_put, 8).status(), Status::malformed);
+  Bytes kind3 = cat({bytes({0x0c}), zeros(15)});
+  EXPECT_EQ(PortalsHeader::decode_tiny(kind3, 8).status(), Status::malformed);
+  // What the form cannot say takes a longer one: a truncated answer
+  // (mlength below length), a named initiator, a wide offset.
+  for (auto change :
+       {+[](PortalsHeader& x) { x.length = 16; }, +[](PortalsHeader& x) { x.initiator_nid = 3; },
+        +[](PortalsHeader& x) { x.remote_offset = 0x100000000; },
+        +[](PortalsHeader& x) { x.hdr_data = 2; }}) {
+    PortalsHeader wide = h;
+    change(wide);
+    EXPECT_FALSE(wide.fits_tiny());
+  }
 }
 
 TEST(Golden, PortalsCompareAndSwap) {
