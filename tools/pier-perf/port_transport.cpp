@@ -117,8 +117,7 @@ class PortTransport final : public Transport {
     if (provided_ != 0 || to_provide_ != 0)
       return {Status::internal, "receive buffers of an earlier phase are still provided"};
     class_ = port::min_size_for_length(size);
-    const unsigned room = port_->receive_tokens() - ctrl_buffers;
-    slots_ = std::min<std::size_t>(buffers_for(class_), room);
+    slots_ = landing_buffers(size);
     to_provide_ = count;
     for (std::size_t i = 0; i < slots_ && to_provide_ > 0; ++i)
       if (Failure f = provide(arena_.data() + (i << class_))) return f;
