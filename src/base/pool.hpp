@@ -41,15 +41,13 @@ class Pool {
   /// Setup path: throws std::invalid_argument for a capacity of 0 or above
   /// max_capacity, std::bad_alloc when memory is short.
   explicit Pool(std::size_t capacity)
-      : capacity_(capacity),
+      : capacity_(checked(capacity)),
         index_bits_(capacity <= 1 ? 1 : static_cast<unsigned>(std::bit_width(capacity - 1))),
         index_mask_((std::uint32_t{1} << index_bits_) - 1),
         // The generation field has 32 - index_bits_ bits; 0 and the
         // all-ones value are skipped so that handles 0 and 0xffffffff never
         // name a live object.
         generation_limit_(0xffffffffu >> index_bits_) {
-    if (capacity == 0 || capacity > max_capacity)
-      throw std::invalid_argument("pier::base::Pool capacity out of range");
     slots_ = std::make_unique<Slot[]>(capacity);
     // Free list in index order, so the first acquisitions are predictable.
     for (std::size_t i = 0; i < capacity; ++i)
@@ -170,6 +168,14 @@ class Pool {
     slot.next_free = free_head_;
     free_head_ = static_cast<std::uint32_t>(index);
     --outstanding_;
+  }
+
+  /// Checked before the members derived from it: a shift by the index
+  /// bits of a capacity beyond 32 bits would be undefined.
+  static std::size_t checked(std::size_t capacity) {
+    if (capacity == 0 || capacity > max_capacity)
+      throw std::invalid_argument("pier::base::Pool capacity out of range");
+    return capacity;
   }
 
   std::size_t capacity_;

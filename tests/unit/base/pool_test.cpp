@@ -116,6 +116,8 @@ TEST(Pool, OwnsOnlyItsLiveObjects) {
 TEST(Pool, RejectsBadCapacities) {
   EXPECT_THROW(Pool<int>(0), std::invalid_argument);
   EXPECT_THROW(Pool<int>(Pool<int>::max_capacity + 1), std::invalid_argument);
+  // Refused before any field is derived from it (a shift by 40 index bits).
+  EXPECT_THROW(Pool<int>(std::size_t{1} << 40), std::invalid_argument);
 }
 
 }  // namespace
