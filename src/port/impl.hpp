@@ -483,6 +483,8 @@ class Port::Impl {
  private:
   Status post(Op* op) noexcept;
   void drain(Connection* c) noexcept;
+  /// Puts `c` on the retry list (its queue's head waits for core room).
+  void wait_for_room(Connection* c) noexcept;
   void flush_stream(Stream* s) noexcept;
   Status post_reply(const Reply& r) noexcept;
   void fail_or_park(Connection* c, Op* op, Status why) noexcept;

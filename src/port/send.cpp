@@ -102,6 +102,17 @@ Status Port::Impl::start(OpKind kind, const Completion& done, std::uint8_t prior
     op->region = *r;
   }
   --send_held;
+  if (c->queued.empty() && c->failures == 0) {
+    // Nothing ahead of it and the connection enabled: what drain() would
+    // do with a queue of one, without the push and pop.
+    if (Status s = post(op); s == Status::no_resource) {
+      c->queued.push(op);
+      wait_for_room(c);
+    } else if (s != Status::ok) {
+      fail_or_park(c, op, unreachable(s));
+    }
+    return Status::ok;
+  }
   c->queued.push(op);
   drain(c);
   return Status::ok;
@@ -151,59 +162,65 @@ Status Port::Impl::resume_or_drop(bool drop, const Completion& done, std::uint8_
 
 Status Port::Impl::post(Op* op) noexcept {
   Connection* c = op->conn;
-  wire::PortHeader h;
-  h.priority = c->priority;
-  h.sending_port = static_cast<std::uint16_t>(id);
-  h.receiving_port = c->port;
-  h.length = op->length;
-  h.epoch = epoch;
-  bool payload = false;
-  Stream* piggyback = nullptr;
-  switch (op->kind) {
-    case OpKind::send:
-      h.kind = wire::PortKind::send;
-      h.size_class = op->size;
-      // The acks we owe that port on this priority ride along in the tag,
-      // unless answers already wait in line: they must leave in order.
-      if (reply_retry.empty() && !node.older_answers_wait(id, c->node, opened_at))
-        piggyback = stream(c->priority, c->node, c->port, false);
-      if (piggyback && piggyback->owed_acks != 0) {
-        h.tag = piggyback->owed_acks;
-        h.peer_epoch = piggyback->sender_epoch;
-      }
-      payload = true;
-      break;
-    case OpKind::put:
-      h.kind = wire::PortKind::put;
-      h.remote_address = op->remote;
-      payload = true;
-      break;
-    case OpKind::get:
-      h.kind = wire::PortKind::get_request;
-      h.remote_address = op->remote;
-      h.cookie = static_cast<std::uint64_t>(ops.handle_of(op));
-      break;
-    case OpKind::resume:
-      h.kind = wire::PortKind::resume;
-      h.length = 0;
-      break;
-    case OpKind::drop:
-      h.kind = wire::PortKind::drop;
-      h.length = 0;
-      break;
-  }
-  std::array<std::byte, wire::PortHeader::size> bytes{};
-  const Result<std::size_t> encoded =
-      h.kind == wire::PortKind::send ? wire::encode_compact(h, bytes) : wire::encode(h, bytes);
-  if (!encoded) return Status::internal;
   core::SendArgs a;
   a.cookie = tagged(op, CookieTag::op_send);
   a.peer = c->node;
   a.priority = c->priority;
-  a.source_port = h.sending_port;
-  a.destination_port = h.receiving_port;
+  a.source_port = static_cast<std::uint16_t>(id);
+  a.destination_port = c->port;
   a.upper = wire::Upper::port;
-  a.header = std::span(bytes).first(*encoded);
+  // Not zeroed: each form writes every byte of the length it sends.
+  std::array<std::byte, wire::PortHeader::size> bytes;
+  Stream* piggyback = nullptr;
+  if (op->kind == OpKind::send) {
+    // The acks we owe that port on this priority ride along in the tag,
+    // unless answers already wait in line: they must leave in order.
+    if (reply_retry.empty() && !node.older_answers_wait(id, c->node, opened_at))
+      piggyback = stream(c->priority, c->node, c->port, false);
+    std::uint64_t tag = 0;
+    std::uint16_t peer_epoch = 0;
+    if (piggyback && piggyback->owed_acks != 0) {
+      tag = piggyback->owed_acks;
+      peer_epoch = piggyback->sender_epoch;
+    }
+    // start() checked the size and length: the compact form is written
+    // without encode_compact's re-check (the most common header we send).
+    wire::write_compact_send(std::span(bytes).first<wire::PortHeader::compact_size>(), op->size,
+                             epoch, peer_epoch, tag);
+    a.header = std::span(bytes).first(wire::PortHeader::compact_size);
+  } else {
+    wire::PortHeader h;
+    h.priority = c->priority;
+    h.sending_port = a.source_port;
+    h.receiving_port = c->port;
+    h.length = op->length;
+    h.epoch = epoch;
+    switch (op->kind) {
+      case OpKind::send:
+        break;  // above
+      case OpKind::put:
+        h.kind = wire::PortKind::put;
+        h.remote_address = op->remote;
+        break;
+      case OpKind::get:
+        h.kind = wire::PortKind::get_request;
+        h.remote_address = op->remote;
+        h.cookie = static_cast<std::uint64_t>(ops.handle_of(op));
+        break;
+      case OpKind::resume:
+        h.kind = wire::PortKind::resume;
+        h.length = 0;
+        break;
+      case OpKind::drop:
+        h.kind = wire::PortKind::drop;
+        h.length = 0;
+        break;
+    }
+    const Result<std::size_t> encoded = wire::encode(h, bytes);
+    if (!encoded) return Status::internal;
+    a.header = std::span(bytes).first(*encoded);
+  }
+  const bool payload = op->kind == OpKind::send || op->kind == OpKind::put;
   if (payload && op->length > 0) {
     if (op->stage != 0) {
       a.region = &stage_region;
@@ -253,15 +270,17 @@ void Port::Impl::drain(Connection* c) noexcept {
     if (s == Status::ok) continue;
     if (s == Status::no_resource) {
       c->queued.push_front(op);
-      if (!c->on_retry) {
-        c->on_retry = true;
-        c->next = retry_head;
-        retry_head = c;
-      }
-      return;
+      return wait_for_room(c);
     }
     fail_or_park(c, op, unreachable(s));
   }
+}
+
+void Port::Impl::wait_for_room(Connection* c) noexcept {
+  if (c->on_retry) return;
+  c->on_retry = true;
+  c->next = retry_head;
+  retry_head = c;
 }
 
 void Port::Impl::retry_sends() noexcept {

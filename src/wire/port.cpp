@@ -1,5 +1,7 @@
 #include "wire/port.hpp"
 
+#include <cassert>
+
 #include "wire/bytes.hpp"
 #include "wire/frame.hpp"
 
@@ -137,6 +139,21 @@ Result<std::size_t> encode_compact(const PortHeader& h, std::span<std::byte> out
   store_u16(out, compact_off_peer_epoch, h.peer_epoch);
   store_u64(out, compact_off_tag, h.tag);
   return PortHeader::compact_size;
+}
+
+void write_compact_send(std::span<std::byte, PortHeader::compact_size> fixed,
+                        std::uint8_t size_class, std::uint16_t epoch, std::uint16_t peer_epoch,
+                        std::uint64_t tag) noexcept {
+  assert(size_class >= min_size_class && size_class <= max_size_class &&
+         (tag != 0 || peer_epoch == 0));
+  const std::span<std::byte> out(fixed);
+  store_u8(out, off_version, version);
+  store_u8(out, off_kind, static_cast<std::uint8_t>(PortKind::send));
+  store_u8(out, compact_off_size_class, size_class);
+  store_zero(out, compact_off_reserved, 1);
+  store_u16(out, compact_off_epoch, epoch);
+  store_u16(out, compact_off_peer_epoch, peer_epoch);
+  store_u64(out, compact_off_tag, tag);
 }
 
 Result<PortHeader> PortHeader::decode_compact(std::span<const std::byte> in,

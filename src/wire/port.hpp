@@ -85,5 +85,10 @@ Result<std::size_t> encode(const PortHeader& h, std::span<std::byte> out) noexce
 /// A send in compact_size bytes; invalid_argument for another kind, a field
 /// out of range or a short buffer.
 Result<std::size_t> encode_compact(const PortHeader& h, std::span<std::byte> out) noexcept;
+/// encode_compact() of a send from its own fields, without the checks
+/// (made in debug builds only): for a sender whose fields were checked when
+/// the op started (a port's send). The receiver checks everything again.
+void write_compact_send(std::span<std::byte, PortHeader::compact_size> out, std::uint8_t size_class,
+                        std::uint16_t epoch, std::uint16_t peer_epoch, std::uint64_t tag) noexcept;
 
 }  // namespace pier::wire

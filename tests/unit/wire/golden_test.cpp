@@ -668,6 +668,11 @@ TEST(Golden, PortSend) {
   Bytes out(PortHeader::compact_size);
   ASSERT_EQ(encode_compact(h, out).value_or(0), PortHeader::compact_size);
   EXPECT_EQ(out, compact);
+  // The unchecked writer a port's send uses writes the same bytes, all 16.
+  Bytes fast(PortHeader::compact_size, std::byte{0x5a});
+  write_compact_send(std::span(fast).first<PortHeader::compact_size>(), h.size_class, h.epoch,
+                     h.peer_epoch, h.tag);
+  EXPECT_EQ(fast, compact);
   const PortRouting routing{1, 2, 0x0103, 4000};
   Result<PortHeader> back = PortHeader::decode_compact(compact, routing);
   ASSERT_TRUE(back.has_value()) << to_string(back.status());
