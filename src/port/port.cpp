@@ -219,10 +219,17 @@ void Port::Impl::push_sent(Op* op) noexcept {
     PIER_LOG(error, "port", "port {}: event queue full", id);
     return;
   }
-  slot->event = Event{};
-  slot->event.type = PIER_PORT_SENT_EVENT;
-  slot->event.receiver_port_id = static_cast<std::uint16_t>(id);
-  slot->event.internal_ = static_cast<std::uint64_t>(ops.handle_of(op));
+  slot->event = Event{.type = PIER_PORT_SENT_EVENT,
+                      .priority = 0,
+                      .size = 0,
+                      .tag = 0,
+                      .sender_port_id = 0,
+                      .receiver_port_id = static_cast<std::uint16_t>(id),
+                      .sender_node_id = 0,
+                      .length = 0,
+                      .message = nullptr,
+                      .buffer = nullptr,
+                      .internal_ = static_cast<std::uint64_t>(ops.handle_of(op))};
   mark_ready(slot);
 }
 

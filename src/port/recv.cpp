@@ -17,11 +17,13 @@ void* tagged(void* p, CookieTag t) {
 }
 
 std::uint8_t receive_type(std::uint8_t priority, bool peer, bool fast) {
-  // GM's numbering: RECV 11, HIGH 12, PEER 13, HIGH_PEER 14, FAST +4.
-  std::uint8_t t = priority == 0 ? PIER_PORT_RECV_EVENT : PIER_PORT_HIGH_RECV_EVENT;
-  if (peer) t = static_cast<std::uint8_t>(t + 2);
-  if (fast) t = static_cast<std::uint8_t>(t + 4);
-  return t;
+  // GM's numbering: RECV 11, HIGH 12, PEER 13, HIGH_PEER 14, FAST +4; the
+  // priority (0 or 1) is added rather than chosen (no branch per arrival).
+  static_assert(PIER_PORT_HIGH_RECV_EVENT == PIER_PORT_RECV_EVENT + 1 &&
+                PIER_PORT_PEER_RECV_EVENT == PIER_PORT_RECV_EVENT + 2 &&
+                PIER_PORT_FAST_RECV_EVENT == PIER_PORT_RECV_EVENT + 4);
+  return static_cast<std::uint8_t>(PIER_PORT_RECV_EVENT + priority + (peer ? 2 : 0) +
+                                   (fast ? 4 : 0));
 }
 
 }  // namespace
@@ -264,25 +266,24 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
         free_buffers[h.priority][h.size_class].push_front(b);
         return false;  // held: tried again later
       }
-      Event& e = slot->event;
-      e = Event{};
-      e.type = receive_type(h.priority, h.sending_port == id, fast);
-      e.priority = h.priority;
-      e.size = h.size_class;
-      e.tag = b->tag;
-      e.sender_port_id = h.sending_port;
-      e.receiver_port_id = static_cast<std::uint16_t>(id);
-      e.sender_node_id = s->node;
-      e.length = h.length;
-      e.buffer = b->ptr;
       if (fast) {
         offset = slot->fast_offset;
-        e.message = fast_store.data() + offset;
         slot->region = {};
       } else {
-        e.message = b->ptr;
         slot->region = region;
       }
+      // Every field written once (no clearing first: this is per arrival).
+      slot->event = Event{.type = receive_type(h.priority, h.sending_port == id, fast),
+                          .priority = h.priority,
+                          .size = h.size_class,
+                          .tag = b->tag,
+                          .sender_port_id = h.sending_port,
+                          .receiver_port_id = static_cast<std::uint16_t>(id),
+                          .sender_node_id = s->node,
+                          .length = h.length,
+                          .message = fast ? fast_store.data() + offset : b->ptr,
+                          .buffer = b->ptr,
+                          .internal_ = 0};
       release_buffer(b);
       if (h.length == 0) {
         clean();
