@@ -148,6 +148,8 @@ struct Connection {
   Fifo<Op> queued;             ///< not posted yet (disabled, or the core was full)
   bool on_retry = false;
   Connection* next = nullptr;  ///< in the port's retry list
+  bool on_settle = false;
+  Connection* settle_next = nullptr;  ///< in the port's settle list
 };
 
 struct Buffer {
@@ -303,6 +305,10 @@ class Port::Impl {
   void on_piggyback(std::uint8_t priority, std::uint32_t node_id, std::uint16_t port,
                     std::uint64_t acks) noexcept;
   void apply_acks(Connection* c, std::uint32_t count) noexcept;
+  /// Completes what piggybacked acks answered (settle_head), from the
+  /// next poll: an arrival's own event goes out first, and its SENT
+  /// events follow at the next receive that polls.
+  void settle_acked() noexcept;
   void on_landing_finalized(Op* op, Status s) noexcept;
   void retry_sends() noexcept;
   /// The core's gate to `node_id` failed: every op waiting for its answer
@@ -351,6 +357,7 @@ class Port::Impl {
   /// Answers owed and retries, before core progress (inline: usually
   /// there is nothing to do).
   void poll_before() noexcept {
+    if (settle_head) settle_acked();
     if (!reply_retry.empty()) retry_replies();
     // While answers wait for core room, acks stay owed in their streams
     // (one count each) instead of queueing an entry per stream every poll.
@@ -397,6 +404,8 @@ class Port::Impl {
   base::Pool<Connection> conns;
   KeyIndex conn_index;
   Connection* retry_head = nullptr;
+  /// Connections whose ops piggybacked acks answered, not yet settled.
+  Connection* settle_head = nullptr;
   /// The last connection and stream looked up: a ping-pong or a stream of
   /// sends hits them every time, without hashing.
   Connection* last_conn = nullptr;

@@ -43,7 +43,7 @@ Connection* Port::Impl::find_connection(std::uint8_t priority, std::uint32_t nod
     // talked to PORT_CONNECTIONS targets could never send to a new one.
     for (std::size_t i = live_conns.size(); i-- > 0;) {
       Connection* idle = live_conns[i];
-      if (idle->failures != 0 || idle->on_retry || !idle->in_flight.empty() ||
+      if (idle->failures != 0 || idle->on_retry || idle->on_settle || !idle->in_flight.empty() ||
           !idle->parked.empty() || !idle->queued.empty())
         continue;
       conn_index.erase(idle->key);
@@ -421,8 +421,27 @@ void Port::Impl::on_piggyback(std::uint8_t priority, std::uint32_t node_id, std:
                               std::uint64_t acks) noexcept {
   Connection* c = connection(priority, node_id, port, false);
   if (c == nullptr || acks > 0xffff'ffff) return;
+  // Matched now, in order with every other answer (the ops are marked
+  // replied), but completed from the next poll: the arrival's receive
+  // event, which the client is waiting for to send its reply, is not
+  // queued behind a SENT event it must first hand to unknown().
   apply_acks(c, static_cast<std::uint32_t>(acks));
-  settle(c);
+  if (!c->on_settle) {
+    c->on_settle = true;
+    c->settle_next = settle_head;
+    settle_head = c;
+  }
+}
+
+void Port::Impl::settle_acked() noexcept {
+  Connection* list = settle_head;
+  settle_head = nullptr;
+  while (Connection* c = list) {
+    list = c->settle_next;
+    c->on_settle = false;
+    c->settle_next = nullptr;
+    settle(c);
+  }
 }
 
 void Port::Impl::on_reply(const core::Arrival& a, const wire::PortHeader& h) noexcept {
@@ -511,6 +530,11 @@ void Port::Impl::close_sender() noexcept {
         std::max<std::uint32_t>(c->failures + unsent_controls, c->in_flight.empty() ? 0 : 1);
     for (std::uint32_t i = 0; i < drops; ++i)
       (void)send_answer(c->priority, c->node, c->port, 0, wire::PortKind::drop, 0);
+  }
+  while (Connection* c = settle_head) {  // what they answered goes with the rest
+    settle_head = c->settle_next;
+    c->on_settle = false;
+    c->settle_next = nullptr;
   }
   // Ops the core no longer holds give their regions back now; the others
   // when their lib_finalize comes (on_*_finalized of a closed port).

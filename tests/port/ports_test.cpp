@@ -84,6 +84,62 @@ TEST(Ports, TwoPortsOfOneNodeTalkAndPeerSendsArePeerEvents) {
   EXPECT_EQ(x.completions[0].status, Status::ok);
 }
 
+// Acks piggybacked on a reply complete our send from the next poll, so the
+// reply's receive event comes out first; the SENT event must still come on
+// a later receive() with nothing more arriving, and the token stays out
+// (held + outstanding = total) until unknown() runs the callback.
+TEST(Ports, ASendAckedByAReplysPiggybackCompletesWithoutAnotherArrival) {
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  auto p0 = w.nodes[0]->open(1), p1 = w.nodes[1]->open(1);
+  ASSERT_TRUE(p0 && p1);
+  Port& a = **p0;
+  Port& b = **p1;
+  std::vector<std::byte> ab = buffer_for(4), bb = buffer_for(4);
+  ASSERT_EQ(a.provide_receive_buffer(ab.data(), 4, Priority::low, 0), Status::ok);
+  ASSERT_EQ(b.provide_receive_buffer(bb.data(), 4, Priority::low, 0), Status::ok);
+  int calls = 0;
+  Status done = Status::internal;
+  const auto cb = [](Port&, void* ctx, Status st) {
+    auto* out = static_cast<std::pair<int*, Status*>*>(ctx);
+    ++*out->first;
+    *out->second = st;
+  };
+  std::pair<int*, Status*> ctx{&calls, &done};
+  const char msg[8] = {};
+  const auto until_receive = [&](Port& p, int other) {
+    for (int i = 0; i < 100000; ++i) {
+      const Event& e = p.receive();
+      if (is_receive_event(e.type)) return true;
+      if (e.type != PIER_PORT_NO_RECV_EVENT) p.unknown(e);
+      (void)w.cores[other]->progress();
+    }
+    return false;
+  };
+  ASSERT_EQ(a.send(msg, 4, 8, Priority::low, 1, 1, cb, &ctx), Status::ok);
+  ASSERT_TRUE(until_receive(b, 0));
+  ASSERT_EQ(b.send(msg, 4, 8, Priority::low, 0, 1, nullptr, nullptr), Status::ok);
+  ASSERT_TRUE(until_receive(a, 1));  // the reply, carrying the ack of a's send
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(a.send_tokens_held() + 1, a.send_tokens());  // still out: no unknown() yet
+  bool sent = false;
+  for (int i = 0; i < 100 && !sent; ++i) {  // only a's own node is polled
+    const Event& e = a.receive();
+    ASSERT_FALSE(is_receive_event(e.type));
+    if (e.type == PIER_PORT_SENT_EVENT) {
+      EXPECT_EQ(a.send_tokens_held() + 1, a.send_tokens());
+      a.unknown(e);
+      sent = true;
+    } else if (e.type != PIER_PORT_NO_RECV_EVENT) {
+      a.unknown(e);
+    }
+  }
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(done, Status::ok);
+  EXPECT_EQ(a.send_tokens_held(), a.send_tokens());
+}
+
 // A port keeps fewer data ops in flight to a node than that node's core
 // credits; the rest queue, and go when an ack brings a credit back. They
 // went only at the sender's next poll: a sender waiting in another call
