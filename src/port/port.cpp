@@ -276,6 +276,12 @@ const Event& Port::Impl::receive() noexcept {
     poll();
     s = next_ready(&ring);
   }
+  if (s == nullptr && settle_head) {
+    // Acks that came in this poll with nothing else to hand out: their
+    // SENT events now, not at the next call (nor after a sleep).
+    settle_acked();
+    s = next_ready(&ring);
+  }
   if (s == nullptr) {
     current = Event{};
     return current;
@@ -303,7 +309,7 @@ const Event& Port::Impl::blocking(int timeout_ms, bool spin) noexcept {
     if (base::now_ns() < spin_until) continue;
     // Sleep in the drivers (no spinning: our own spin, if any, is over),
     // waking at least every millisecond for alarms and timeouts.
-    (void)core().wait_sleeping([this] { return next_ready() != nullptr; },
+    (void)core().wait_sleeping([this] { return next_ready() != nullptr || settle_head; },
                                base::Deadline::after_ms(1));
     polls |= 15;  // after a sleep the next poll looks at the timers
   }
@@ -516,10 +522,12 @@ void Port::unknown(const Event& event) noexcept {
 }
 bool Port::receive_pending() noexcept {
   impl_->poll();
+  if (impl_->settle_head && !impl_->next_ready()) impl_->settle_acked();  // as receive() would
   return impl_->next_ready() != nullptr;
 }
 int Port::next_event_peek(std::uint32_t* sender) noexcept {
   impl_->poll();
+  if (impl_->settle_head && !impl_->next_ready()) impl_->settle_acked();  // as receive() would
   Slot* s = impl_->next_ready();
   if (s == nullptr) return PIER_PORT_NO_RECV_EVENT;
   if (sender) *sender = s->event.sender_node_id;
