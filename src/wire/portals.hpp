@@ -150,9 +150,9 @@ struct PortalsHeader {
   ///   put (16 bytes): no ack request, header data or remote offset;
   ///   get (24 bytes): the same, with a cookie and length below 2^32;
   ///   answer (16 bytes): nothing of the initiator or target, the list in
-  ///   hdr_data, mlength equal to length, cookie, mlength and offset below
-  ///   2^32.
-  /// Requests name portal index 255 at most and, on a logical NI, an
+  ///   hdr_data (0 or 1), mlength equal to length, cookie, mlength and
+  ///   offset below 2^32.
+  /// All name portal index 255 at most; requests on a logical NI an
   /// initiator rank 65535 at most.
   static constexpr std::size_t tiny_size = 16;
   static constexpr std::size_t tiny_get_size = 24;
