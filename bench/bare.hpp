@@ -167,7 +167,8 @@ struct Bare {
 };
 
 /// One-way latency in us of `iters` 8-byte round trips.
-inline double bare_latency(Bare& b, int rank, long iters) {
+// Not inlined: callgrind can count it alone (--toggle-collect).
+[[gnu::noinline]] inline double bare_latency(Bare& b, int rank, long iters) {
   char msg[8] = {};
   auto t0 = Clock::now();
   for (long i = 0; i < iters; ++i) {

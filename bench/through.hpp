@@ -82,7 +82,8 @@ struct Through {
 };
 
 /// One-way latency in us of `iters` 8-byte round trips.
-inline double core_latency(Through& t, int rank, long iters) {
+// Not inlined: callgrind can count it alone (--toggle-collect).
+[[gnu::noinline]] inline double core_latency(Through& t, int rank, long iters) {
   long base = t.sink->parsed;
   auto t0 = Clock::now();
   for (long i = 1; i <= iters; ++i) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/bytes.hpp"
+#include "base/futex_mutex.hpp"
 #include "base/log.hpp"
 #include "base/pool.hpp"
 #include "core/address.hpp"
@@ -393,7 +394,8 @@ class Core::Impl {
   /// free go to them before any new arrival.
   std::size_t held_total_ = 0;
   Stats stats_;
-  std::mutex critical_;
+  /// Inline when free: every Portals call and every wait's turn takes it.
+  base::FutexMutex critical_;
   /// Threads waiting in enter_critical(): a waiter's turn ends early for
   /// them, and the waiter lets them in before taking the lock again.
   std::atomic<int> contenders_{0};

@@ -149,6 +149,16 @@ int Lib::check_move(const Move& mv, Checked& out) noexcept {
   out.ni = &ni;
   out.md = md;
   const auto& l = ni.limits;
+  // The API side's block is checked as wire bytes would be: a NAL may carry
+  // it from another protection domain, and the header forms written from
+  // it (write_tiny, write_compact_send) take op, ack_req and operand as
+  // they are.
+  if (mv.op < wire::PortalsOp::put || mv.op > wire::PortalsOp::swap) return PTL_ARG_INVALID;
+  if (mv.ack_req > PTL_OC_ACK_REQ) return PTL_ARG_INVALID;
+  const std::uint32_t operand = mv.op == wire::PortalsOp::swap && mv.atomic_op != PTL_SWAP
+                                    ? static_cast<std::uint32_t>(datatype_size(mv.atomic_type))
+                                    : 0;
+  if (mv.operand_length != operand) return PTL_ARG_INVALID;
   bool is_get = mv.op == wire::PortalsOp::get;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
   if (!md->buffer.holds(mv.local_offset, mv.length)) return PTL_ARG_INVALID;
@@ -161,7 +171,6 @@ int Lib::check_move(const Move& mv, Checked& out) noexcept {
     out.get_md = g;
   }
   if (!is_get && !fetch) {
-    if (mv.ack_req > PTL_OC_ACK_REQ) return PTL_ARG_INVALID;
     if (mv.ack_req == PTL_ACK_REQ && !md->eq) return PTL_ARG_INVALID;
     if (mv.ack_req == PTL_CT_ACK_REQ && !md->ct) return PTL_ARG_INVALID;
     if ((md->desc.options & PTL_MD_VOLATILE) && mv.length > l.max_volatile_size)

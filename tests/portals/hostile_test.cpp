@@ -324,6 +324,87 @@ TEST_F(Hostile, TinyPutsLandAndForgedOnesAreDropped) {
   EXPECT_TRUE(drained());
 }
 
+TEST_F(Hostile, ForgedMovesFromTheApiSideAreRefused) {
+  // A Move block as another protection domain could forward it: every
+  // field the LIB writes into a header is checked there, not only by the
+  // C API.
+  std::array<std::byte, 16> local{};
+  Call bind{};
+  bind.handle = ni_;
+  bind.md.start = local.data();
+  bind.md.length = local.size();
+  bind.md.eq_handle = PTL_EQ_NONE;
+  bind.md.ct_handle = PTL_CT_NONE;
+  Reply md = lib_->call(Op::md_bind, bind);
+  ASSERT_EQ(md.rc, PTL_OK);
+  auto start = [&](const Move& mv) {
+    int rc = PTL_FAIL;
+    EXPECT_EQ(
+        lib_->dispatch(static_cast<std::uint32_t>(Op::start_move), std::as_bytes(std::span(&mv, 1)),
+                       std::as_writable_bytes(std::span(&rc, 1))),
+        Status::ok);
+    return rc;
+  };
+  Move good;
+  good.md = md.handle;
+  good.get_md = md.handle;
+  good.target.rank = 0;
+  good.length = 8;
+  auto forged = [&](auto&& edit) {
+    Move mv = good;
+    edit(mv);
+    return start(mv);
+  };
+  // Answer kinds and values past the last operation are no request.
+  for (auto op : {wire::PortalsOp::reply, wire::PortalsOp::ack, wire::PortalsOp::ct_ack,
+                  wire::PortalsOp::oc_ack, wire::PortalsOp{0}, wire::PortalsOp{200}})
+    EXPECT_EQ(forged([&](Move& m) { m.op = op; }), PTL_ARG_INVALID) << static_cast<int>(op);
+  // An ack request past PTL_OC_ACK_REQ, on a put or on a get.
+  EXPECT_EQ(forged([](Move& m) { m.ack_req = 9; }), PTL_ARG_INVALID);
+  EXPECT_EQ(forged([](Move& m) {
+              m.op = wire::PortalsOp::get;
+              m.ack_req = 200;
+            }),
+            PTL_ARG_INVALID);
+  // An operand on an operation that has none, or of the wrong size.
+  EXPECT_EQ(forged([](Move& m) { m.operand_length = 8; }), PTL_ARG_INVALID);
+  auto cswap = [](Move& m) {
+    m.op = wire::PortalsOp::swap;
+    m.atomic_op = PTL_CSWAP;
+    m.atomic_type = PTL_UINT64_T;
+  };
+  EXPECT_EQ(forged([&](Move& m) {
+              cswap(m);
+              m.operand_length = wire::max_operand_length + 1;
+            }),
+            PTL_ARG_INVALID);
+  EXPECT_EQ(forged([&](Move& m) {
+              cswap(m);
+              m.operand_length = 4;
+            }),
+            PTL_ARG_INVALID);
+  EXPECT_EQ(forged([&](Move& m) {
+              cswap(m);
+              m.atomic_op = PTL_SWAP;
+              m.operand_length = 8;
+            }),
+            PTL_ARG_INVALID);
+  // Nothing of it was sent; a true put and a true CSWAP still go.
+  for (int k = 0; k < 200; ++k)
+    for (auto& c : cores_) (void)c->progress();
+  EXPECT_TRUE(raw_->answers.empty());
+  EXPECT_EQ(start(good), PTL_OK);
+  EXPECT_EQ(forged([&](Move& m) {
+              cswap(m);
+              m.operand_length = 8;
+            }),
+            PTL_OK);
+  EXPECT_TRUE(answers(2));
+  EXPECT_EQ(raw_->answers[0].op, wire::PortalsOp::put);
+  EXPECT_EQ(raw_->answers[1].op, wire::PortalsOp::swap);
+  EXPECT_EQ(raw_->answers[1].operand_length, 8u);
+}
+
 TEST_F(Hostile, AnswersForNoOperationAreDropped) {
   wire::PortalsHeader a;
   a.op = wire::PortalsOp::reply;
