@@ -414,6 +414,10 @@ void Port::Impl::apply_acks(Connection* c, std::uint32_t count) noexcept {
     if (op == nullptr || op->kind == OpKind::get) break;
     op->replied = true;
     op->reply_status = Status::ok;
+    // The target took it: a send after this arrival need not wait for the
+    // settle at the next poll to find the credit (settle() would release
+    // it there; it is only ever released once).
+    if (!op->core_busy && !op->landing) release_credit(c, op);
   }
 }
 

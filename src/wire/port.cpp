@@ -131,13 +131,8 @@ Result<PortHeader> PortHeader::decode(std::span<const std::byte> in) noexcept {
 Result<std::size_t> encode_compact(const PortHeader& h, std::span<std::byte> out) noexcept {
   if (out.size() < PortHeader::compact_size || h.kind != PortKind::send || !fields_valid(h))
     return Status::invalid_argument;
-  store_u8(out, off_version, version);
-  store_u8(out, off_kind, static_cast<std::uint8_t>(h.kind));
-  store_u8(out, compact_off_size_class, h.size_class);
-  store_zero(out, compact_off_reserved, 1);
-  store_u16(out, compact_off_epoch, h.epoch);
-  store_u16(out, compact_off_peer_epoch, h.peer_epoch);
-  store_u64(out, compact_off_tag, h.tag);
+  write_compact_send(out.first<PortHeader::compact_size>(), h.size_class, h.epoch, h.peer_epoch,
+                     h.tag);
   return PortHeader::compact_size;
 }
 

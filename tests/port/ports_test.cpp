@@ -140,6 +140,42 @@ TEST(Ports, ASendAckedByAReplysPiggybackCompletesWithoutAnotherArrival) {
   EXPECT_EQ(a.send_tokens_held(), a.send_tokens());
 }
 
+// With one data op allowed in flight (CORE_CREDITS 2), a send right after
+// the reply that acked the previous one goes at once: the ack gave the
+// credit back when it arrived, not at the next poll's settle (before, the
+// send waited there for the sender's next poll).
+TEST(Ports, TheAckOnAReplyFreesItsCreditForTheNextSendAtOnce) {
+  config::ScopedSet credits("CORE_CREDITS", "2");
+  World w(2, "self");
+  ASSERT_EQ(w.status, Status::ok);
+  auto p0 = w.nodes[0]->open(1), p1 = w.nodes[1]->open(1);
+  ASSERT_TRUE(p0 && p1);
+  Port& a = **p0;
+  Port& b = **p1;
+  std::vector<std::byte> ab = buffer_for(4), bb = buffer_for(4), bb2 = buffer_for(4);
+  ASSERT_EQ(a.provide_receive_buffer(ab.data(), 4, Priority::low, 0), Status::ok);
+  ASSERT_EQ(b.provide_receive_buffer(bb.data(), 4, Priority::low, 0), Status::ok);
+  const char msg[8] = {};
+  // Receives on `p`, progressing only the core of node `other` besides.
+  const auto until_receive = [&](Port& p, int other) {
+    for (int i = 0; i < 100000; ++i) {
+      const Event& e = p.receive();
+      if (is_receive_event(e.type)) return true;
+      if (e.type != PIER_PORT_NO_RECV_EVENT) p.unknown(e);
+      if (other >= 0) (void)w.cores[other]->progress();
+    }
+    return false;
+  };
+  ASSERT_EQ(a.send(msg, 4, 8, Priority::low, 1, 1, nullptr, nullptr), Status::ok);
+  ASSERT_TRUE(until_receive(b, 0));
+  ASSERT_EQ(b.provide_receive_buffer(bb2.data(), 4, Priority::low, 0), Status::ok);
+  ASSERT_EQ(b.send(msg, 4, 8, Priority::low, 0, 1, nullptr, nullptr), Status::ok);
+  ASSERT_TRUE(until_receive(a, 1));  // the reply, carrying the ack of a's send
+  ASSERT_EQ(a.send(msg, 4, 8, Priority::low, 1, 1, nullptr, nullptr), Status::ok);
+  // Node 0 is not polled again: only a send that left in a.send() arrives.
+  EXPECT_TRUE(until_receive(b, -1));
+}
+
 // A port keeps fewer data ops in flight to a node than that node's core
 // credits; the rest queue, and go when an ack brings a credit back. They
 // went only at the sender's next poll: a sender waiting in another call
