@@ -22,6 +22,7 @@ TEST(FutexMutexStress, ExcludesUnderContention) {
   constexpr int threads = 4;
   constexpr int rounds = 100000;
   std::vector<std::thread> ts;
+  ts.reserve(threads);
   for (int t = 0; t < threads; ++t)
     ts.emplace_back([&] {
       for (int i = 0; i < rounds; ++i) {
