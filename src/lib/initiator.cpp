@@ -60,12 +60,6 @@ void Lib::stage_release(Msg* m) noexcept {
   m->stage_count = 0;
 }
 
-void Lib::stop_awaiting(Msg* m) noexcept {
-  if (!m->awaiting) return;
-  awaiting_.remove(m);
-  m->awaiting = false;
-}
-
 void Lib::peer_failed(core::Rank peer) noexcept {
   // The core finalized every operation it held for `peer` just before: what
   // still waits here is an ack or reply that can no longer come. Those end

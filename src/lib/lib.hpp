@@ -366,7 +366,12 @@ class Lib final : public core::Client, public nal::Lib {
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
-  void stop_awaiting(Msg* m) noexcept;
+  /// Inline: every message's release asks it, and almost none is awaiting.
+  void stop_awaiting(Msg* m) noexcept {
+    if (!m->awaiting) return;
+    awaiting_.remove(m);
+    m->awaiting = false;
+  }
   /// A message state, or null when none is left for this side (initiators
   /// may not take the last quarter of the pool).
   Msg* new_msg(bool for_target) noexcept;

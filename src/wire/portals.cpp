@@ -173,15 +173,6 @@ std::string_view to_string(NiFail f) noexcept {
   return "unknown";
 }
 
-bool is_answer(PortalsOp op) noexcept {
-  return op == PortalsOp::reply || op == PortalsOp::ack || op == PortalsOp::ct_ack ||
-         op == PortalsOp::oc_ack;
-}
-
-bool is_atomic(PortalsOp op) noexcept {
-  return op == PortalsOp::atomic || op == PortalsOp::fetch_atomic || op == PortalsOp::swap;
-}
-
 namespace {
 
 /// The fields both forms carry at the same offsets.

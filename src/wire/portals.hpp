@@ -215,9 +215,16 @@ std::size_t write_tiny(const PortalsHeader& h,
 std::string_view to_string(PortalsOp op) noexcept;
 std::string_view to_string(NiFail f) noexcept;
 
+// Inline: both ends of every message ask these several times, and as
+// calls into portals.cpp they cost a small put about 30 instructions.
 /// True for reply, ack, ct_ack and oc_ack.
-bool is_answer(PortalsOp op) noexcept;
+constexpr bool is_answer(PortalsOp op) noexcept {
+  return op == PortalsOp::reply || op == PortalsOp::ack || op == PortalsOp::ct_ack ||
+         op == PortalsOp::oc_ack;
+}
 /// True for atomic, fetch_atomic and swap.
-bool is_atomic(PortalsOp op) noexcept;
+constexpr bool is_atomic(PortalsOp op) noexcept {
+  return op == PortalsOp::atomic || op == PortalsOp::fetch_atomic || op == PortalsOp::swap;
+}
 
 }  // namespace pier::wire
