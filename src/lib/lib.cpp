@@ -86,12 +86,9 @@ ptl_ni_limits_t clamp_limits(const ptl_ni_limits_t& d) {
 }
 }  // namespace
 
-void Notifier::bump() noexcept {
-  epoch_.fetch_add(1, std::memory_order_acq_rel);
-  if (sleepers_.load(std::memory_order_acquire) > 0) {
-    std::lock_guard lock(mu_);
-    cv_.notify_all();
-  }
+void Notifier::wake_sleepers() noexcept {
+  std::lock_guard lock(mu_);
+  cv_.notify_all();
 }
 
 void Notifier::wait(std::uint64_t seen, std::int64_t max_ns) noexcept {

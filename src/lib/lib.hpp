@@ -123,11 +123,17 @@ struct Reply {
 class Notifier {
  public:
   std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
-  void bump() noexcept;
+  /// Inline, the rare wake apart: every event and count bumps.
+  void bump() noexcept {
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    if (sleepers_.load(std::memory_order_acquire) > 0) wake_sleepers();
+  }
   /// Sleeps until the epoch differs from `seen` or `max_ns` pass.
   void wait(std::uint64_t seen, std::int64_t max_ns) noexcept;
 
  private:
+  void wake_sleepers() noexcept;
+
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<int> sleepers_{0};
   std::mutex mu_;
@@ -154,11 +160,36 @@ constexpr std::size_t ct_mirror_slot(std::uint32_t h) noexcept {
 }
 
 /// Writes `value` for `handle` (0 clears). Only the LIB writes, one thread
-/// at a time (the critical section).
-void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept;
+/// at a time (the critical section). Inline, as read_ct(): every counted
+/// message writes, and every CT wait reads.
+inline void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept {
+  // A seqlock without fences (ThreadSanitizer has none): the odd sequence
+  // is stored before the fields, whose release stores keep it first; a
+  // reader that sees any new field therefore sees the sequence moved on.
+  std::atomic_ref<std::uint32_t> seq(m.seq);
+  const std::uint32_t s = seq.load(std::memory_order_relaxed);
+  seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_ref<std::uint32_t>(m.handle).store(handle, std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(m.success).store(value.success, std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(m.failure).store(value.failure, std::memory_order_release);
+  seq.store(s + 2, std::memory_order_release);
+}
 /// The value `m` shows for `handle`; false when it shows another CT (or
 /// none): the caller asks the LIB, which tells a stale handle.
-bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noexcept;
+inline bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noexcept {
+  auto& w = const_cast<CtMirror&>(m);  // atomic_ref needs a non-const object; loads only
+  std::atomic_ref<std::uint32_t> seq(w.seq);
+  // Caught mid-write, the caller asks the LIB instead of spinning here: the
+  // writer may be a thread preempted on this very core. The fields' acquire
+  // loads keep the second read of the sequence after them.
+  const std::uint32_t before = seq.load(std::memory_order_acquire);
+  if (before & 1u) return false;
+  const std::uint32_t shown =
+      std::atomic_ref<std::uint32_t>(w.handle).load(std::memory_order_acquire);
+  value.success = std::atomic_ref<std::uint64_t>(w.success).load(std::memory_order_acquire);
+  value.failure = std::atomic_ref<std::uint64_t>(w.failure).load(std::memory_order_acquire);
+  return seq.load(std::memory_order_relaxed) == before && shown == handle;
+}
 
 /// The largest atomic (max_atomic_size, max_fetch_atomic_size).
 inline constexpr std::size_t max_atomic_bytes = 512;
@@ -237,7 +268,15 @@ class Lib final : public core::Client, public nal::Lib {
   /// The one path events take into an EQ (objects.cpp).
   void post(Eq* eq, const ptl_event_t& ev) noexcept;
   /// A counting event: +1 or +bytes on success, +1 failure (objects.cpp).
-  void count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept;
+  /// Inline: every counted message takes it.
+  void count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept {
+    if (!ct) return;
+    if (ok)
+      ct->value.success += in_bytes ? bytes : 1;
+    else
+      ct->value.failure += 1;
+    ct_changed(ct);
+  }
   /// `n` successes of `bytes` together, one change for the triggers.
   void count_successes(Ct* ct, std::uint64_t n, ptl_size_t bytes, bool in_bytes) noexcept;
   /// Wakes waiters and releases triggered operations (triggered.cpp).
@@ -277,7 +316,21 @@ class Lib final : public core::Client, public nal::Lib {
   /// Runs only where parsing is safe (after a parse or finalize, after an
   /// API call); release_msg() only marks it due.
   void retry_parked() noexcept;
-  void finish_target(Msg* m, Status status) noexcept;
+  /// Inline, and the writes made at completion kept apart (below): a put
+  /// that landed in place, the common case, paid for their stack frame.
+  void finish_target(Msg* m, Status status) noexcept {
+    if (status != Status::ok) return complete_target(m, PTL_NI_UNDELIVERABLE);
+    // A reply that left, or a put that landed in place (neither held nor
+    // crossing elements): nothing to write, and the entry's range needs no
+    // second look.
+    if (m->phase == Phase::target_send ||
+        (m->op == wire::PortalsOp::put && (m->length == 0 || (!m->held_put && !m->cross))))
+      return complete_target(m, PTL_NI_OK);
+    finish_late_write(m);
+  }
+  /// finish_target() of a held or staged put, or of an atomic: the data is
+  /// written (or the operation applied) now, then the message completes.
+  [[gnu::noinline]] void finish_late_write(Msg* m) noexcept;
   /// Answers a request with a failure (cleaning its data off the wire);
   /// true, for parse_request's "handled".
   bool refuse(const core::Arrival& a, const wire::PortalsHeader& h, wire::NiFail fail) noexcept;
@@ -425,7 +478,14 @@ class Lib final : public core::Client, public nal::Lib {
   std::uint64_t last_search_id_ = 0;  ///< numbers counting searches (Unexpected::search_id)
   CtMirror* ct_mirrors_ = nullptr;
   /// Writes `ct`'s value (or, with `clear`, nothing) where the API reads it.
-  void mirror(const Ct& ct, bool clear = false) noexcept;
+  void mirror(const Ct& ct, bool clear = false) noexcept {
+    if (ct_mirrors_ == nullptr) return;
+    // A finalized NI's CTs are gone for the API, even while its last
+    // messages still count on them.
+    if (ct.ni == nullptr || ct.ni->refs == 0) clear = true;
+    CtMirror& m = ct_mirrors_[ct_mirror_slot(ct.handle)];
+    publish_ct(m, clear ? 0 : ct.handle, clear ? ptl_ct_event_t{0, 0} : ct.value);
+  }
   std::array<Ni, 4> nis_{};
   std::array<std::uint32_t, 4> ni_gen_{1, 1, 1, 1};
   std::vector<ptl_process_t> map_;  ///< logical rank -> physical id

@@ -243,56 +243,10 @@ void Lib::post(Eq* eq, const ptl_event_t& ev) noexcept {
   notifier_.bump();
 }
 
-void Lib::count(Ct* ct, bool ok, ptl_size_t bytes, bool in_bytes) noexcept {
-  if (!ct) return;
-  if (ok)
-    ct->value.success += in_bytes ? bytes : 1;
-  else
-    ct->value.failure += 1;
-  ct_changed(ct);
-}
-
 void Lib::count_successes(Ct* ct, std::uint64_t n, ptl_size_t bytes, bool in_bytes) noexcept {
   if (!ct || n == 0) return;
   ct->value.success += in_bytes ? bytes : n;
   ct_changed(ct);
-}
-
-void publish_ct(CtMirror& m, std::uint32_t handle, const ptl_ct_event_t& value) noexcept {
-  // A seqlock without fences (ThreadSanitizer has none): the odd sequence
-  // is stored before the fields, whose release stores keep it first; a
-  // reader that sees any new field therefore sees the sequence moved on.
-  std::atomic_ref<std::uint32_t> seq(m.seq);
-  const std::uint32_t s = seq.load(std::memory_order_relaxed);
-  seq.store(s + 1, std::memory_order_relaxed);
-  std::atomic_ref<std::uint32_t>(m.handle).store(handle, std::memory_order_release);
-  std::atomic_ref<std::uint64_t>(m.success).store(value.success, std::memory_order_release);
-  std::atomic_ref<std::uint64_t>(m.failure).store(value.failure, std::memory_order_release);
-  seq.store(s + 2, std::memory_order_release);
-}
-
-bool read_ct(const CtMirror& m, std::uint32_t handle, ptl_ct_event_t& value) noexcept {
-  auto& w = const_cast<CtMirror&>(m);  // atomic_ref needs a non-const object; loads only
-  std::atomic_ref<std::uint32_t> seq(w.seq);
-  // Caught mid-write, the caller asks the LIB instead of spinning here: the
-  // writer may be a thread preempted on this very core. The fields' acquire
-  // loads keep the second read of the sequence after them.
-  const std::uint32_t before = seq.load(std::memory_order_acquire);
-  if (before & 1u) return false;
-  const std::uint32_t shown =
-      std::atomic_ref<std::uint32_t>(w.handle).load(std::memory_order_acquire);
-  value.success = std::atomic_ref<std::uint64_t>(w.success).load(std::memory_order_acquire);
-  value.failure = std::atomic_ref<std::uint64_t>(w.failure).load(std::memory_order_acquire);
-  return seq.load(std::memory_order_relaxed) == before && shown == handle;
-}
-
-void Lib::mirror(const Ct& ct, bool clear) noexcept {
-  if (ct_mirrors_ == nullptr) return;
-  // A finalized NI's CTs are gone for the API, even while its last messages
-  // still count on them.
-  if (ct.ni == nullptr || ct.ni->refs == 0) clear = true;
-  CtMirror& m = ct_mirrors_[ct_mirror_slot(ct.handle)];
-  publish_ct(m, clear ? 0 : ct.handle, clear ? ptl_ct_event_t{0, 0} : ct.value);
 }
 
 int Lib::ct_alloc(const Call& c, Reply& r) noexcept {

@@ -576,14 +576,9 @@ void Lib::resume_staged(Msg* m) noexcept {
   }
 }
 
-void Lib::finish_target(Msg* m, Status status) noexcept {
-  if (status != Status::ok) return complete_target(m, PTL_NI_UNDELIVERABLE);
+void Lib::finish_late_write(Msg* m) noexcept {
   Entry* e = m->entry;
-  if (m->phase == Phase::target_send) return complete_target(m, PTL_NI_OK);
   if (m->op == wire::PortalsOp::put) {
-    // Landed in place (neither held nor crossing elements): nothing to
-    // write, and the entry's range needs no second look.
-    if (m->length == 0 || (!m->held_put && !m->cross)) return complete_target(m, PTL_NI_OK);
     std::size_t local = 0;
     const core::Region* seg = contiguous(e->buffer, m->offset_used, m->length, &local);
     if (m->held_put && seg != nullptr) {
