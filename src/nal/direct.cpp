@@ -6,15 +6,6 @@
 
 namespace pier::nal {
 
-Status Direct::forward(std::uint32_t op, std::span<const std::byte> args, std::span<std::byte> ret,
-                       base::Deadline deadline) noexcept {
-  (void)deadline;  // a direct call cannot wait on anything but itself
-  core_.enter_critical();
-  Status s = lib_.dispatch(op, args, ret);
-  core_.leave_critical();
-  return s;
-}
-
 Result<core::Region> Direct::validate(void* base, std::size_t extent) noexcept {
   core_.enter_critical();
   auto r = core_.validate(base, extent);
