@@ -205,12 +205,6 @@ int Lib::move(const Call& c, Reply&) noexcept {
   return add_trigger(ct, c.threshold, t);
 }
 
-int Lib::start_move(const Move& mv) noexcept {
-  Checked k;
-  if (int rc = check_move(mv, k); rc != PTL_OK) return rc;
-  return launch(mv, k);
-}
-
 int Lib::launch(const Move& mv, const Checked& k) noexcept {
   // Past half the answer queue only messages already accepted may add to it
   // (an ack each, which holds no state): a request waits, as for a state.

@@ -364,8 +364,19 @@ class Lib final : public core::Client, public nal::Lib {
                      const core::Region* region, std::size_t offset, std::size_t length) noexcept;
   /// send_header, but when the core has no room now the packet waits in
   /// deferred_ (in order) and leaves from a later parse or finalize.
+  /// Inline: every request and answer leaves through it, and it is a
+  /// call to send_header on almost all of them.
   Status send_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
-                     const core::Region* region, std::size_t offset, std::size_t length) noexcept;
+                     const core::Region* region, std::size_t offset, std::size_t length) noexcept {
+    if (deferred_count_ == 0) {
+      const Status s = send_header(peer, h, cookie, region, offset, length);
+      if (s != Status::no_resource) return s;
+    }
+    return defer_answer(peer, h, cookie, region, offset, length);
+  }
+  /// Queues the packet in deferred_; no_resource when the queue is full.
+  Status defer_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
+                      const core::Region* region, std::size_t offset, std::size_t length) noexcept;
   /// Sends the answers waiting in deferred_ while the core takes them.
   void flush_deferred() noexcept {
     if (deferred_count_ > 0) flush_deferred_now();  // inline: empty on almost every call
@@ -413,7 +424,12 @@ class Lib final : public core::Client, public nal::Lib {
     core::Rank peer = 0;
   };
   int check_move(const Move& mv, Checked& out) noexcept;
-  int start_move(const Move& mv) noexcept;
+  /// Inline: PtlPut and its kin reach it from dispatch().
+  int start_move(const Move& mv) noexcept {
+    Checked k;
+    if (int rc = check_move(mv, k); rc != PTL_OK) return rc;
+    return launch(mv, k);
+  }
   /// start_move() of a move check_move() just passed (`k`).
   int launch(const Move& mv, const Checked& k) noexcept;
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;

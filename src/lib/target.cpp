@@ -163,12 +163,9 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
   return core_.send(s);
 }
 
-Status Lib::send_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
-                        const core::Region* region, std::size_t offset,
-                        std::size_t length) noexcept {
-  Status s = deferred_count_ == 0 ? send_header(peer, h, cookie, region, offset, length)
-                                  : Status::no_resource;
-  if (s != Status::no_resource) return s;
+Status Lib::defer_answer(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
+                         const core::Region* region, std::size_t offset,
+                         std::size_t length) noexcept {
   if (deferred_count_ == deferred_.size()) {
     PIER_LOG(error, "lib", "answer to rank {} lost: {} answers already wait for the core", peer,
              deferred_count_);
