@@ -17,11 +17,10 @@ Msg* Lib::new_msg(bool for_target) noexcept {
   // already accepted by PtlPut would be lost. An initiator gets
   // PTL_NO_SPACE instead and retries after progress.
   if (!for_target && msgs_.capacity() - msgs_.outstanding() <= msgs_.capacity() / 4) return nullptr;
-  if (bounce_free_.empty()) return nullptr;
+  if (bounce_free_count_ == 0) return nullptr;
   Msg* m = msgs_.acquire();
   if (!m) return nullptr;
-  m->bounce = bounce_free_.back();
-  bounce_free_.pop_back();
+  m->bounce = bounce_free_[--bounce_free_count_];
   return m;
 }
 
@@ -83,16 +82,27 @@ void Lib::release_msg(Msg* m) noexcept {
   Ni* ni = m->ni;
   if (m->md) --m->md->pending;
   if (m->get_md) --m->get_md->pending;
-  bounce_free_.push_back(m->bounce);
-  bool target_staging = m->stage_count && m->stage >= stage_blocks_ / 2;
-  if (m->stage_count) stage_release(m);
+  bounce_free_[bounce_free_count_++] = m->bounce;
+  if (m->stage_count) return release_staged(m, ni);
+  msgs_.release(m);
+  if (parked_count_ > 0) parked_retry_due_ = true;
+  if (ni && --ni->inflight == 0 && ni->dying) return release_last(ni);
+  if (stalled_count_ > 0) stalled_retry();
+}
+
+void Lib::release_staged(Msg* m, Ni* ni) noexcept {
+  const bool target_staging = m->stage >= stage_blocks_ / 2;
+  stage_release(m);
   msgs_.release(m);
   if (parked_count_ > 0) parked_retry_due_ = true;
   if (target_staging && !stage_waiting_.empty()) stage_retry();
-  if (ni && --ni->inflight == 0 && ni->dying) {
-    ni->dying = false;
-    destroy_ni(*ni);
-  }
+  if (ni && --ni->inflight == 0 && ni->dying) return release_last(ni);
+  if (stalled_count_ > 0) stalled_retry();
+}
+
+void Lib::release_last(Ni* ni) noexcept {
+  ni->dying = false;
+  destroy_ni(*ni);
   if (stalled_count_ > 0) stalled_retry();
 }
 

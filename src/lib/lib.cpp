@@ -124,8 +124,9 @@ Result<std::unique_ptr<Lib>> Lib::create(core::Core& core) {
   std::unique_ptr<Lib> lib(new Lib(core));
   std::size_t n = lib->msgs_.capacity();
   lib->bounce_.resize(n * bounce_slot);
+  lib->bounce_free_.resize(n);
   for (std::size_t i = n; i > 0; --i)
-    lib->bounce_free_.push_back(static_cast<std::uint32_t>(i - 1));
+    lib->bounce_free_[lib->bounce_free_count_++] = static_cast<std::uint32_t>(i - 1);
   auto region = core.validate(lib->bounce_.data(), lib->bounce_.size());
   if (!region) return region.status();
   lib->bounce_region_ = *region;

@@ -435,6 +435,12 @@ class Lib final : public core::Client, public nal::Lib {
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;
+  /// release_msg() of a message holding a staging run: kept apart, as is
+  /// release_last(), so that the common release needs no stack frame.
+  [[gnu::noinline]] void release_staged(Msg* m, Ni* ni) noexcept;
+  /// The end of release_msg() when it released the last message of a
+  /// finalized NI.
+  [[gnu::noinline]] void release_last(Ni* ni) noexcept;
   /// Inline: every message's release asks it, and almost none is awaiting.
   void stop_awaiting(Msg* m) noexcept {
     if (!m->awaiting) return;
@@ -512,7 +518,10 @@ class Lib final : public core::Client, public nal::Lib {
   base::Pool<Trig> trigs_;
   std::vector<std::byte> bounce_;  ///< one slot per message (atomics)
   core::Region bounce_region_{};
+  /// A stack of the free slots, bounce_free_count_ of them: sized once,
+  /// since every slot is either here or held by one message state.
   std::vector<std::uint32_t> bounce_free_;
+  std::size_t bounce_free_count_ = 0;
   /// The staging pool (LIB_STAGING_KIB, allocated and validated once):
   /// crossing iovec ranges longer than a bounce slot's half are gathered
   /// here before they leave and land here before they are scattered.
