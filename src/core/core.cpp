@@ -97,7 +97,8 @@ Core::Impl::Impl(Rank rank, Rank size, const Settings& settings)
       ctrls_(std::min<std::size_t>(65536, 64 * std::max<std::size_t>(size, 1) + 256)),
       chunks_((std::size_t{settings_.send_msgs} + settings_.recv_msgs) * max_chunks),
       regions_(4096),
-      completions_(std::bit_ceil(std::size_t{settings_.send_msgs} + settings_.recv_msgs + 8)) {
+      completions_(std::bit_ceil(std::size_t{settings_.send_msgs} + settings_.recv_msgs + 8)),
+      completion_mask_(completions_.size() - 1) {
   // Each live state yields at most one completion and a send may finish at
   // once (the fast path holds no state): keeping live sends plus queued
   // completions under send_msgs + 8 bounds the sends. Receives are not
@@ -346,8 +347,7 @@ Status Core::Impl::pin(const Region* region, std::size_t offset, std::size_t len
 void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
   m.state = SendState::completed;
   if (m.cookie) {
-    Completion& c =
-        completions_[(completion_head_ + completion_count_) & (completions_.size() - 1)];
+    Completion& c = completions_[(completion_head_ + completion_count_) & completion_mask_];
     c = {clients_[static_cast<std::size_t>(m.upper)], m.cookie, status};
     ++completion_count_;
   }
@@ -362,8 +362,7 @@ void Core::Impl::complete_send(SendMsg& m, Status status) noexcept {
 void Core::Impl::complete_recv(Incoming& in, Status status) noexcept {
   in.state = RecvState::completed;
   if (in.cookie) {
-    Completion& c =
-        completions_[(completion_head_ + completion_count_) & (completions_.size() - 1)];
+    Completion& c = completions_[(completion_head_ + completion_count_) & completion_mask_];
     c = {clients_[static_cast<std::size_t>(in.upper)], in.cookie, status};
     ++completion_count_;
   }
@@ -505,7 +504,7 @@ Status Core::detach(wire::Upper upper, Client* client) noexcept {
     impl.touch(*g);
   }
   for (std::size_t i = 0; i < impl.completion_count_; ++i) {
-    Completion& c = impl.completions_[(impl.completion_head_ + i) & (impl.completions_.size() - 1)];
+    Completion& c = impl.completions_[(impl.completion_head_ + i) & impl.completion_mask_];
     if (c.client == client) c.client = nullptr;
   }
   impl.clients_[u] = nullptr;
@@ -645,7 +644,7 @@ Status Core::recv(Incoming* in, void* cookie, const Region* region, std::size_t 
     copy_bytes(dest, in->payload, mlen);
     if (cookie) {
       Completion& c = impl.completions_[(impl.completion_head_ + impl.completion_count_) &
-                                        (impl.completions_.size() - 1)];
+                                        impl.completion_mask_];
       c = {impl.clients_[static_cast<std::size_t>(in->upper)], cookie, Status::ok};
       ++impl.completion_count_;
     }

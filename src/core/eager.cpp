@@ -113,8 +113,7 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   ++stats_.eager_sent;
   if (st == Status::ok) {
     if (a.cookie) {
-      Completion& c =
-          completions_[(completion_head_ + completion_count_) & (completions_.size() - 1)];
+      Completion& c = completions_[(completion_head_ + completion_count_) & completion_mask_];
       c = {clients_[static_cast<std::size_t>(a.upper)], a.cookie, Status::ok};
       ++completion_count_;
     }

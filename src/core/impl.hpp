@@ -89,6 +89,32 @@ class Core::Impl {
   /// Receives up to `budget` small-track packets of the rail; true when it
   /// stopped with packets maybe left (budget, or no room to finalize them).
   bool poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept;
+  /// poll_small_recv() of a recv_buf rail from what its first recv_poll()
+  /// answered (not in_progress), `budget` counting that packet.
+  bool recv_polled(Gate& gate, Rail& rail, Status st, int budget) noexcept;
+  /// Whether poll_small_recv() would poll the rail now with nothing else to
+  /// do first: progress() polls such a rail inline, and most passes find
+  /// nothing (the call and its prologue were half of an empty pass).
+  bool plainly_pollable(const Gate& gate, const Rail& rail) const noexcept {
+    return rail.props.caps.recv_buf && rail.state == RailState::connected && !rail.dying &&
+           gate.state != GateState::failed && gate.fail_due == Status::ok && completion_room();
+  }
+  /// After a packet: fails the gate for a bad one (or one whose peer the
+  /// client rejected), else marks it for a visit when it may have work.
+  /// false: stop polling it.
+  bool packet_taken(Gate& gate, Status s) noexcept {
+    if (s == Status::ok) s = gate.fail_due;  // the client rejected what it parsed
+    if (s != Status::ok) {
+      PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
+      fail_gate(gate, s);
+      return false;
+    }
+    // An eager message answered in lib_parse leaves nothing to do (recv()
+    // marked the gate if credits are due); anything else (control packets,
+    // packets out of order) may have, so the gate is checked.
+    if (!quiet_arrival_) touch(gate);
+    return true;
+  }
   /// Reaping a rail: delivers what its peer sent before it failed (see
   /// gate.cpp); false while more waits for room in the finalize ring.
   bool drain_dying(Gate& gate, Rail& rail) noexcept;
@@ -105,7 +131,7 @@ class Core::Impl {
   /// Room in the finalize ring for one more arrival: every live state will
   /// queue one completion, and an arrival adds at most one.
   bool completion_room() const noexcept {
-    return completion_count_ + sends_.outstanding() + recvs_.outstanding() < completions_.size();
+    return completion_count_ + sends_.outstanding() + recvs_.outstanding() <= completion_mask_;
   }
 
   /// One whole small packet. `stable`: the bytes outlive this call.
@@ -296,7 +322,7 @@ class Core::Impl {
   /// Runs the oldest queued finalize (the ring is not empty).
   void run_one_completion() noexcept {
     const Completion c = completions_[completion_head_];
-    completion_head_ = (completion_head_ + 1) & (completions_.size() - 1);
+    completion_head_ = (completion_head_ + 1) & completion_mask_;
     --completion_count_;
     ++stats_.finalized;
     if (c.client) c.client->lib_finalize(c.cookie, c.status);
@@ -379,6 +405,9 @@ class Core::Impl {
   base::Pool<Chunk> chunks_;
   base::Pool<RegionEntry> regions_;
   std::vector<Completion> completions_;  ///< ring, fixed capacity, a power of two
+  /// completions_.size() - 1, kept: the size of 24-byte elements costs a
+  /// multiplication, on every packet and every empty pass.
+  std::size_t completion_mask_ = 0;
   std::size_t completion_head_ = 0;
   std::size_t completion_count_ = 0;
   std::uint64_t next_slot_id_ = 0;

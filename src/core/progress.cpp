@@ -21,8 +21,17 @@ Status Core::Impl::progress() noexcept {
   // context). Every 64th pass visits every gate: a safety net for work
   // nobody marked, and how a quiet probe_any instance's broken link (no
   // packet to report) is noticed.
-  for (std::size_t i = 0; i < polled_.size(); ++i)
-    poll_small_recv(*polled_[i].gate, *polled_[i].rail, 32);
+  for (std::size_t i = 0; i < polled_.size(); ++i) {
+    Gate& gate = *polled_[i].gate;
+    Rail& rail = *polled_[i].rail;
+    if (plainly_pollable(gate, rail)) {
+      // poll_small_recv(gate, rail, 32) with its first poll here.
+      const Status st = rail.small->recv_poll(rail.rx);
+      if (st != Status::in_progress) recv_polled(gate, rail, st, 32);
+    } else {
+      poll_small_recv(gate, rail, 32);
+    }
+  }
   const bool sweep = (++passes_ & 63) == 0;
   if (sweep || !dirty_.empty() || !any_contexts_.empty() || polled_stale_) slow_pass(sweep);
   in_progress_ = false;
@@ -331,7 +340,7 @@ bool Core::Impl::sleep_on_all(const std::vector<int>& set, bool& ok,
 void Core::Impl::run_completions() noexcept {
   while (completion_count_ > 0) {
     const Completion c = completions_[completion_head_];
-    completion_head_ = (completion_head_ + 1) & (completions_.size() - 1);
+    completion_head_ = (completion_head_ + 1) & completion_mask_;
     --completion_count_;
     ++stats_.finalized;
     if (c.client) c.client->lib_finalize(c.cookie, c.status);

@@ -31,53 +31,63 @@ bool Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
     if (rail.props.caps.recv_buf) {
       // The rail's packet, not a fresh one: the driver fills what it hands
       // out, and zeroing a packet on every empty poll is measurable.
-      driver::Packet& pkt = rail.rx;
-      Status st = inst.recv_poll(pkt);
+      const Status st = inst.recv_poll(rail.rx);
       if (st == Status::in_progress) return false;
-      if (st != Status::ok) {
-        rail_failed(gate, rail, st);
-        return false;
-      }
-      s = on_packet(gate, std::span<const std::byte>(pkt.buf, pkt.buf_len));
-      // N9: exactly once, after parsing; lib_parse copied what it wanted.
-      (void)inst.recv_buf_release(pkt);
-    } else {
-      if (!rail.rx_posted) {
-        rail.rx = driver::Packet{};
-        rail.rx_iov = {rail.rx_buf.get(), rail.rx_capacity};
-        rail.rx.set_iovec(&rail.rx_iov, 1);
-        Status st = inst.recv_post(rail.rx);
-        if (st == Status::no_resource) return true;
-        if (!is_success(st)) {
-          rail_failed(gate, rail, st);
-          return false;
-        }
-        rail.rx_posted = true;
-      }
-      Status st = inst.recv_poll(rail.rx);
-      if (st == Status::in_progress) return false;
-      rail.rx_posted = false;
-      if (st == Status::truncated) {
-        s = Status::malformed;  // larger than the capacity we advertised
-      } else if (st != Status::ok) {
-        rail_failed(gate, rail, st);
-        return false;
-      } else {
-        s = on_packet(gate, std::span<const std::byte>(rail.rx_buf.get(), rail.rx.length));
-      }
+      return recv_polled(gate, rail, st, budget + 1);
     }
-    if (s == Status::ok) s = gate.fail_due;  // the client rejected what it parsed
-    if (s != Status::ok) {
-      PIER_LOG(warn, "core", "rank {} sent a bad packet: {}", gate.peer, to_string(s));
-      fail_gate(gate, s);
+    if (!rail.rx_posted) {
+      rail.rx = driver::Packet{};
+      rail.rx_iov = {rail.rx_buf.get(), rail.rx_capacity};
+      rail.rx.set_iovec(&rail.rx_iov, 1);
+      Status st = inst.recv_post(rail.rx);
+      if (st == Status::no_resource) return true;
+      if (!is_success(st)) {
+        rail_failed(gate, rail, st);
+        return false;
+      }
+      rail.rx_posted = true;
+    }
+    Status st = inst.recv_poll(rail.rx);
+    if (st == Status::in_progress) return false;
+    rail.rx_posted = false;
+    if (st == Status::truncated) {
+      s = Status::malformed;  // larger than the capacity we advertised
+    } else if (st != Status::ok) {
+      rail_failed(gate, rail, st);
       return false;
+    } else {
+      s = on_packet(gate, std::span<const std::byte>(rail.rx_buf.get(), rail.rx.length));
     }
-    // An eager message answered in lib_parse leaves nothing to do (recv()
-    // marked the gate if credits are due); anything else (control packets,
-    // packets out of order) may have, so the gate is checked.
-    if (!quiet_arrival_) touch(gate);
+    if (!packet_taken(gate, s)) return false;
   }
   return true;  // the budget ran out: more may wait
+}
+
+bool Core::Impl::recv_polled(Gate& gate, Rail& rail, Status st, int budget) noexcept {
+  // poll_small_recv()'s loop for a recv_buf rail, from its first answer on.
+  for (;;) {
+    if (st != Status::ok) {
+      rail_failed(gate, rail, st);
+      return false;
+    }
+    driver::Instance& inst = *rail.small;
+    driver::Packet& pkt = rail.rx;
+    const Status s = on_packet(gate, std::span<const std::byte>(pkt.buf, pkt.buf_len));
+    // N9: exactly once, after parsing; lib_parse copied what it wanted.
+    (void)inst.recv_buf_release(pkt);
+    if (!packet_taken(gate, s)) return false;
+    if (--budget <= 0) return true;  // the budget ran out: more may wait
+    if (rail.state != RailState::connected || (rail.dying && !rail.draining) ||
+        gate.state == GateState::failed)
+      return false;
+    if (gate.fail_due != Status::ok) {
+      fail_gate(gate, gate.fail_due);
+      return false;
+    }
+    if (!completion_room()) return true;
+    st = rail.small->recv_poll(rail.rx);
+    if (st == Status::in_progress) return false;
+  }
 }
 
 Status Core::Impl::on_packet(Gate& gate, std::span<const std::byte> bytes) noexcept {
