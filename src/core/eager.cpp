@@ -56,69 +56,18 @@ void Core::Impl::eager_step(SendMsg& m) noexcept {
   }
 }
 
-bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
-                            RegionEntry* entry) noexcept {
-  Priority& p = gate.prio[a.priority];
-  // In order only when nothing of this priority waits; control packets go
-  // first when queued (they free resources on both sides).
-  if (gate.state != GateState::connected || !p.pending.empty() || !gate.ctrl_pending.empty() ||
-      p.credits == 0 || gate.reap_due)
-    return false;
-  Rail* rail = gate.primary_rail();
-  if (rail == nullptr || !rail->props.caps.send_buf || rail->fast_busy) return false;
-  // A post that does not finish at once needs a message state to track it.
-  if (sends_.available() == 0) return false;
-  driver::Instance& inst = *rail->small;
-  driver::Packet& pkt = rail->fast_pkt;
-  Status st = inst.send_buf_get(pkt);
-  if (st != Status::ok) return false;  // the queued path retries or fails the rail
-  const std::size_t prefix = wire::FrameHeader::size + a.header.size();
-  const std::size_t total = prefix + a.length;
-  if (pkt.buf_len < total) {
-    // A driver bug (less than its max_packet): the buffer cannot be given
-    // back without sending it, so the rail goes.
-    PIER_LOG(error, "core", "rail {}: send buffer of {} bytes for a {}-byte packet", rail->spec,
-             pkt.buf_len, total);
-    rail_failed(gate, *rail, Status::internal);
-    return false;
-  }
-  wire::FrameHeader h;
-  h.type = wire::PacketType::eager;
-  h.priority = a.priority;
-  h.upper = a.upper;
-  h.upper_length = static_cast<std::uint8_t>(a.header.size());
-  h.source_endpoint = rank_;
-  h.source_port = a.source_port;
-  h.destination_port = a.destination_port;
-  h.payload_length = static_cast<std::uint32_t>(a.header.size() + a.length);
-  h.sequence = p.send_seq;
-  const auto give = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.owed, 0xffff));
-  h.credit_return = give;
-  // In range by construction: send() checked priority, upper and header
-  // length, and the packet fits the peer's limit.
-  wire::write_frame(
-      h, std::span<std::byte, wire::FrameHeader::size>(pkt.buf, wire::FrameHeader::size));
-  copy_bytes(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
-  copy_bytes(pkt.buf + prefix, data, a.length);
-  st = inst.send_buf_post(pkt, total);
-  if (st == Status::in_progress) st = inst.send_poll(pkt);
-  if (st == Status::no_resource) return false;
-  if (!is_success(st)) {
-    rail_failed(gate, *rail, st);
-    return false;  // queued: the next primary sends it, or the gate fails
-  }
-  p.owed -= give;
-  --p.credits;
-  ++p.send_seq;
-  ++stats_.eager_sent;
-  if (st == Status::ok) {
-    if (a.cookie) {
-      Completion& c = completions_[(completion_head_ + completion_count_) & completion_mask_];
-      c = {clients_[static_cast<std::size_t>(a.upper)], a.cookie, Status::ok};
-      ++completion_count_;
-    }
-    return true;
-  }
+void Core::Impl::fast_buffer_short(Gate& gate, Rail& rail, std::size_t got,
+                                   std::size_t total) noexcept {
+  // A driver bug (less than its max_packet): the buffer cannot be given
+  // back without sending it, so the rail goes.
+  PIER_LOG(error, "core", "rail {}: send buffer of {} bytes for a {}-byte packet", rail.spec, got,
+           total);
+  rail_failed(gate, rail, Status::internal);
+}
+
+bool Core::Impl::eager_handover(Gate& gate, Rail& rail, const SendArgs& a, std::byte* data,
+                                RegionEntry* entry, const wire::FrameHeader& h,
+                                std::uint16_t give) noexcept {
   // Still in flight: a message state takes it over, complete enough to be
   // sent again on another rail should this one fail.
   ++stats_.fast_handovers;
@@ -142,13 +91,13 @@ bool Core::Impl::eager_fast(Gate& gate, const SendArgs& a, std::byte* data,
   (void)wire::encode_into(h, std::span(s.prefix).first<wire::FrameHeader::size>());
   if (!a.header.empty())
     std::memcpy(s.prefix.data() + wire::FrameHeader::size, a.header.data(), a.header.size());
-  s.prefix_len = prefix;
+  s.prefix_len = wire::FrameHeader::size + a.header.size();
   s.payload = data;
   s.payload_len = a.length;
-  s.posted = &pkt;
-  rail->fast_busy = true;
+  s.posted = &rail.fast_pkt;
+  rail.fast_busy = true;
   link(gate, m);
-  rail->inflight.push(&s);
+  rail.inflight.push(&s);
   touch(gate);
   return true;
 }

@@ -6,6 +6,7 @@
 
 #include <pier/driver.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -151,8 +152,75 @@ class Core::Impl {
   // --- eager (eager.cpp) ---
   /// The fast path: an eager message written straight into the primary
   /// rail's send buffer, with no message state when the post completes at
-  /// once. false: nothing happened, take the queued path.
-  bool eager_fast(Gate& gate, const SendArgs& a, std::byte* data, RegionEntry* entry) noexcept;
+  /// once. false: nothing happened, take the queued path. Inline: send()'s
+  /// only callee on the common path, whose call and prologue cost as much
+  /// as its checks.
+  bool eager_fast(Gate& gate, const SendArgs& a, std::byte* data, RegionEntry* entry) noexcept {
+    Priority& p = gate.prio[a.priority];
+    // In order only when nothing of this priority waits; control packets go
+    // first when queued (they free resources on both sides).
+    if (gate.state != GateState::connected || !p.pending.empty() || !gate.ctrl_pending.empty() ||
+        p.credits == 0 || gate.reap_due)
+      return false;
+    Rail* rail = gate.primary_rail();
+    if (rail == nullptr || !rail->props.caps.send_buf || rail->fast_busy) return false;
+    // A post that does not finish at once needs a message state to track it.
+    if (sends_.available() == 0) return false;
+    driver::Instance& inst = *rail->small;
+    driver::Packet& pkt = rail->fast_pkt;
+    Status st = inst.send_buf_get(pkt);
+    if (st != Status::ok) return false;  // the queued path retries or fails the rail
+    const std::size_t prefix = wire::FrameHeader::size + a.header.size();
+    const std::size_t total = prefix + a.length;
+    if (pkt.buf_len < total) {
+      fast_buffer_short(gate, *rail, pkt.buf_len, total);
+      return false;
+    }
+    wire::FrameHeader h;
+    h.type = wire::PacketType::eager;
+    h.priority = a.priority;
+    h.upper = a.upper;
+    h.upper_length = static_cast<std::uint8_t>(a.header.size());
+    h.source_endpoint = rank_;
+    h.source_port = a.source_port;
+    h.destination_port = a.destination_port;
+    h.payload_length = static_cast<std::uint32_t>(a.header.size() + a.length);
+    h.sequence = p.send_seq;
+    const auto give = static_cast<std::uint16_t>(std::min<std::uint32_t>(p.owed, 0xffff));
+    h.credit_return = give;
+    // In range by construction: send() checked priority, upper and header
+    // length, and the packet fits the peer's limit.
+    wire::write_frame(
+        h, std::span<std::byte, wire::FrameHeader::size>(pkt.buf, wire::FrameHeader::size));
+    copy_bytes(pkt.buf + wire::FrameHeader::size, a.header.data(), a.header.size());
+    copy_bytes(pkt.buf + prefix, data, a.length);
+    st = inst.send_buf_post(pkt, total);
+    if (st == Status::in_progress) st = inst.send_poll(pkt);
+    if (st == Status::no_resource) return false;
+    if (!is_success(st)) {
+      rail_failed(gate, *rail, st);
+      return false;  // queued: the next primary sends it, or the gate fails
+    }
+    p.owed -= give;
+    --p.credits;
+    ++p.send_seq;
+    ++stats_.eager_sent;
+    if (st == Status::ok) {
+      if (a.cookie) {
+        Completion& c = completions_[(completion_head_ + completion_count_) & completion_mask_];
+        c = {clients_[static_cast<std::size_t>(a.upper)], a.cookie, Status::ok};
+        ++completion_count_;
+      }
+      return true;
+    }
+    return eager_handover(gate, *rail, a, data, entry, h, give);
+  }
+  /// The fast path's post did not complete at once: a message state takes
+  /// the packet over (eager.cpp).
+  bool eager_handover(Gate& gate, Rail& rail, const SendArgs& a, std::byte* data,
+                      RegionEntry* entry, const wire::FrameHeader& h, std::uint16_t give) noexcept;
+  /// A send buffer smaller than the packet: fails the rail (eager.cpp).
+  void fast_buffer_short(Gate& gate, Rail& rail, std::size_t got, std::size_t total) noexcept;
   Status eager_send(SendMsg& m) noexcept;
   void eager_step(SendMsg& m) noexcept;
   /// A receive state for a message of `priority` from the gate's peer:
