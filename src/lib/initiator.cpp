@@ -82,7 +82,9 @@ void Lib::release_msg(Msg* m) noexcept {
   Ni* ni = m->ni;
   if (m->md) --m->md->pending;
   if (m->get_md) --m->get_md->pending;
-  bounce_free_[bounce_free_count_++] = m->bounce;
+  // Never full while a message holds a slot; the test keeps a release made
+  // twice by a bug (which the pool ignores) inside the array.
+  if (bounce_free_count_ < bounce_free_.size()) bounce_free_[bounce_free_count_++] = m->bounce;
   if (m->stage_count) return release_staged(m, ni);
   msgs_.release(m);
   if (parked_count_ > 0) parked_retry_due_ = true;
