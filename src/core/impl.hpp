@@ -95,6 +95,25 @@ class Core::Impl {
   /// Whether poll_small_recv() would poll the rail now with nothing else to
   /// do first: progress() polls such a rail inline, and most passes find
   /// nothing (the call and its prologue were half of an empty pass).
+  /// Whether a receive loop may poll `rail` again: `stop` (the rail or the
+  /// gate is out; a gate the client rejected is failed now), `later` (more
+  /// may wait: the next pass) or `poll`.
+  enum class PollNext { stop, later, poll };
+  PollNext may_poll(Gate& gate, const Rail& rail) noexcept {
+    if (rail.state != RailState::connected || (rail.dying && !rail.draining) ||
+        gate.state == GateState::failed)
+      return PollNext::stop;
+    if (gate.fail_due != Status::ok) {
+      fail_gate(gate, gate.fail_due);
+      return PollNext::stop;
+    }
+    // Each arrival may queue one completion, and an eager message answered
+    // in lib_parse frees its state for the next packet of this pass: taken
+    // without limit, a pass overran the finalize ring (cookies finalized
+    // twice, others never). What waits stays in the driver for the next
+    // pass, after this one's completions ran.
+    return completion_room() ? PollNext::poll : PollNext::later;
+  }
   bool plainly_pollable(const Gate& gate, const Rail& rail) const noexcept {
     return rail.props.caps.recv_buf && rail.state == RailState::connected && !rail.dying &&
            gate.state != GateState::failed && gate.fail_due == Status::ok && completion_room();

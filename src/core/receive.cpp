@@ -13,19 +13,8 @@ namespace pier::core {
 bool Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
   // A bounded batch, so one busy peer cannot starve the others.
   while (budget-- > 0) {
-    if (rail.state != RailState::connected || (rail.dying && !rail.draining) ||
-        gate.state == GateState::failed)
-      return false;
-    if (gate.fail_due != Status::ok) {
-      fail_gate(gate, gate.fail_due);
-      return false;
-    }
-    // Each arrival may queue one completion, and an eager message answered
-    // in lib_parse frees its state for the next packet of this pass: taken
-    // without limit, a pass overran the finalize ring (cookies finalized
-    // twice, others never). What waits stays in the driver for the next
-    // pass, after this one's completions ran.
-    if (!completion_room()) return true;
+    if (const PollNext next = may_poll(gate, rail); next != PollNext::poll)
+      return next == PollNext::later;
     driver::Instance& inst = *rail.small;
     Status s;
     if (rail.props.caps.recv_buf) {
@@ -77,14 +66,8 @@ bool Core::Impl::recv_polled(Gate& gate, Rail& rail, Status st, int budget) noex
     (void)inst.recv_buf_release(pkt);
     if (!packet_taken(gate, s)) return false;
     if (--budget <= 0) return true;  // the budget ran out: more may wait
-    if (rail.state != RailState::connected || (rail.dying && !rail.draining) ||
-        gate.state == GateState::failed)
-      return false;
-    if (gate.fail_due != Status::ok) {
-      fail_gate(gate, gate.fail_due);
-      return false;
-    }
-    if (!completion_room()) return true;
+    if (const PollNext next = may_poll(gate, rail); next != PollNext::poll)
+      return next == PollNext::later;
     st = rail.small->recv_poll(rail.rx);
     if (st == Status::in_progress) return false;
   }
