@@ -12,6 +12,19 @@
 namespace pier::port::test {
 namespace {
 
+/// Receives on `p` until a receive event (true) or 100000 tries, handing
+/// other events to unknown() and progressing, besides, the core of node
+/// `other` (none for -1).
+bool receive_within(World& w, Port& p, int other) {
+  for (int i = 0; i < 100000; ++i) {
+    const Event& e = p.receive();
+    if (is_receive_event(e.type)) return true;
+    if (e.type != PIER_PORT_NO_RECV_EVENT) p.unknown(e);
+    if (other >= 0) (void)w.cores[static_cast<std::size_t>(other)]->progress();
+  }
+  return false;
+}
+
 TEST(Ports, OpenByNumberInUseCloseAndReopen) {
   World w(1, "self");
   ASSERT_EQ(w.status, Status::ok);
@@ -107,19 +120,10 @@ TEST(Ports, ASendAckedByAReplysPiggybackCompletesWithoutAnotherArrival) {
   };
   std::pair<int*, Status*> ctx{&calls, &done};
   const char msg[8] = {};
-  const auto until_receive = [&](Port& p, int other) {
-    for (int i = 0; i < 100000; ++i) {
-      const Event& e = p.receive();
-      if (is_receive_event(e.type)) return true;
-      if (e.type != PIER_PORT_NO_RECV_EVENT) p.unknown(e);
-      (void)w.cores[other]->progress();
-    }
-    return false;
-  };
   ASSERT_EQ(a.send(msg, 4, 8, Priority::low, 1, 1, cb, &ctx), Status::ok);
-  ASSERT_TRUE(until_receive(b, 0));
+  ASSERT_TRUE(receive_within(w, b, 0));
   ASSERT_EQ(b.send(msg, 4, 8, Priority::low, 0, 1, nullptr, nullptr), Status::ok);
-  ASSERT_TRUE(until_receive(a, 1));  // the reply, carrying the ack of a's send
+  ASSERT_TRUE(receive_within(w, a, 1));  // the reply, carrying the ack of a's send
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(a.send_tokens_held() + 1, a.send_tokens());  // still out: no unknown() yet
   bool sent = false;
@@ -156,24 +160,14 @@ TEST(Ports, TheAckOnAReplyFreesItsCreditForTheNextSendAtOnce) {
   ASSERT_EQ(a.provide_receive_buffer(ab.data(), 4, Priority::low, 0), Status::ok);
   ASSERT_EQ(b.provide_receive_buffer(bb.data(), 4, Priority::low, 0), Status::ok);
   const char msg[8] = {};
-  // Receives on `p`, progressing only the core of node `other` besides.
-  const auto until_receive = [&](Port& p, int other) {
-    for (int i = 0; i < 100000; ++i) {
-      const Event& e = p.receive();
-      if (is_receive_event(e.type)) return true;
-      if (e.type != PIER_PORT_NO_RECV_EVENT) p.unknown(e);
-      if (other >= 0) (void)w.cores[other]->progress();
-    }
-    return false;
-  };
   ASSERT_EQ(a.send(msg, 4, 8, Priority::low, 1, 1, nullptr, nullptr), Status::ok);
-  ASSERT_TRUE(until_receive(b, 0));
+  ASSERT_TRUE(receive_within(w, b, 0));
   ASSERT_EQ(b.provide_receive_buffer(bb2.data(), 4, Priority::low, 0), Status::ok);
   ASSERT_EQ(b.send(msg, 4, 8, Priority::low, 0, 1, nullptr, nullptr), Status::ok);
-  ASSERT_TRUE(until_receive(a, 1));  // the reply, carrying the ack of a's send
+  ASSERT_TRUE(receive_within(w, a, 1));  // the reply, carrying the ack of a's send
   ASSERT_EQ(a.send(msg, 4, 8, Priority::low, 1, 1, nullptr, nullptr), Status::ok);
   // Node 0 is not polled again: only a send that left in a.send() arrives.
-  EXPECT_TRUE(until_receive(b, -1));
+  EXPECT_TRUE(receive_within(w, b, -1));
 }
 
 // A port keeps fewer data ops in flight to a node than that node's core

@@ -123,6 +123,20 @@ class Hostile : public ::testing::Test {
     return true;
   }
 
+  /// An MD over `memory` with neither EQ nor CT (PTL_INVALID_HANDLE when
+  /// the bind failed).
+  std::uint32_t bind_plain(std::span<std::byte> memory) {
+    Call bind{};
+    bind.handle = ni_;
+    bind.md.start = memory.data();
+    bind.md.length = memory.size();
+    bind.md.eq_handle = PTL_EQ_NONE;
+    bind.md.ct_handle = PTL_CT_NONE;
+    Reply md = lib_->call(Op::md_bind, bind);
+    EXPECT_EQ(md.rc, PTL_OK);
+    return md.rc == PTL_OK ? md.handle : PTL_INVALID_HANDLE;
+  }
+
   /// Sends `h` from the raw peer with `length` payload bytes.
   void send(const wire::PortalsHeader& h, std::size_t length, std::uint8_t priority = 0) {
     std::array<std::byte, wire::PortalsHeader::size> bytes{};
@@ -329,14 +343,8 @@ TEST_F(Hostile, ForgedMovesFromTheApiSideAreRefused) {
   // field the LIB writes into a header is checked there, not only by the
   // C API.
   std::array<std::byte, 16> local{};
-  Call bind{};
-  bind.handle = ni_;
-  bind.md.start = local.data();
-  bind.md.length = local.size();
-  bind.md.eq_handle = PTL_EQ_NONE;
-  bind.md.ct_handle = PTL_CT_NONE;
-  Reply md = lib_->call(Op::md_bind, bind);
-  ASSERT_EQ(md.rc, PTL_OK);
+  const std::uint32_t md = bind_plain(local);
+  ASSERT_NE(md, PTL_INVALID_HANDLE);
   auto start = [&](const Move& mv) {
     int rc = PTL_FAIL;
     EXPECT_EQ(
@@ -346,8 +354,8 @@ TEST_F(Hostile, ForgedMovesFromTheApiSideAreRefused) {
     return rc;
   };
   Move good;
-  good.md = md.handle;
-  good.get_md = md.handle;
+  good.md = md;
+  good.get_md = md;
   good.target.rank = 0;
   good.length = 8;
   auto forged = [&](auto&& edit) {
@@ -716,16 +724,10 @@ TEST_F(FewSendSlots, RefusalsBeyondTheAnswerQueueWaitInsteadOfLosingAnswers) {
   // Past half the queue, a request of our own waits too, as for a state:
   // only messages already accepted may add to the queue (an ack each).
   std::array<std::byte, 8> local{};
-  Call bind{};
-  bind.handle = ni_;
-  bind.md.start = local.data();
-  bind.md.length = local.size();
-  bind.md.eq_handle = PTL_EQ_NONE;
-  bind.md.ct_handle = PTL_CT_NONE;
-  Reply md = lib_->call(Op::md_bind, bind);
-  ASSERT_EQ(md.rc, PTL_OK);
+  const std::uint32_t md = bind_plain(local);
+  ASSERT_NE(md, PTL_INVALID_HANDLE);
   Move mv;
-  mv.md = md.handle;
+  mv.md = md;
   mv.target.rank = 0;
   mv.length = local.size();
   Call put{};
