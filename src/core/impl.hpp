@@ -92,9 +92,6 @@ class Core::Impl {
   /// poll_small_recv() of a recv_buf rail from what its first recv_poll()
   /// answered (not in_progress), `budget` counting that packet.
   bool recv_polled(Gate& gate, Rail& rail, Status st, int budget) noexcept;
-  /// Whether poll_small_recv() would poll the rail now with nothing else to
-  /// do first: progress() polls such a rail inline, and most passes find
-  /// nothing (the call and its prologue were half of an empty pass).
   /// Whether a receive loop may poll `rail` again: `stop` (the rail or the
   /// gate is out; a gate the client rejected is failed now), `later` (more
   /// may wait: the next pass) or `poll`.
@@ -114,6 +111,9 @@ class Core::Impl {
     // pass, after this one's completions ran.
     return completion_room() ? PollNext::poll : PollNext::later;
   }
+  /// Whether poll_small_recv() would poll the rail now with nothing else to
+  /// do first: progress() polls such a rail inline, and most passes find
+  /// nothing (the call and its prologue were half of an empty pass).
   bool plainly_pollable(const Gate& gate, const Rail& rail) const noexcept {
     return rail.props.caps.recv_buf && rail.state == RailState::connected && !rail.dying &&
            gate.state != GateState::failed && gate.fail_due == Status::ok && completion_room();
