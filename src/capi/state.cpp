@@ -12,6 +12,7 @@
 
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "base/pins.hpp"
 #include "capi/state.hpp"
 
 namespace pier::capi {
@@ -25,9 +26,9 @@ inline const config::BoolKey progress_thread_key{
 namespace {
 std::mutex init_mu;
 int init_count = 0;
+/// Pinned (Pin, base::pins) by every call: the last PtlFini waits until
+/// no pin is left.
 std::atomic<State*> live{nullptr};
-/// Pins held on `live` (Pin), by every thread: the last PtlFini waits for 0.
-std::atomic<std::int64_t> pins{0};
 // Threads inside a blocking call, times two, plus the abort bit: one word,
 // so "set the abort only while someone waits" and "the last waiter clears
 // it" cannot interleave into an abort that outlives every waiter.
@@ -159,15 +160,15 @@ State* state() noexcept {
 }
 
 Pin::Pin() noexcept {
-  // Sequentially consistent with PtlFini's exchange and its reads of the
-  // count: either we see the state gone, or PtlFini sees our pin.
-  pins.fetch_add(1, std::memory_order_seq_cst);
+  // Either we see the state gone, or PtlFini (its exchange, then
+  // pins::fence()) sees our pin.
+  base::pins::enter();
   s_ = live.load(std::memory_order_seq_cst);
-  if (s_ == nullptr) pins.fetch_sub(1, std::memory_order_seq_cst);
+  if (s_ == nullptr) base::pins::leave();
 }
 
 Pin::~Pin() {
-  if (s_ != nullptr) pins.fetch_sub(1, std::memory_order_seq_cst);
+  if (s_ != nullptr) base::pins::leave();
 }
 
 int call(lib::Op op, const lib::Call& c, lib::Reply* r) noexcept {
@@ -299,6 +300,9 @@ int PtlInit(void) {
       pier::capi::tear_down(s);
       return PTL_FAIL;
     }
+    // Before the state is published: PtlFini's fence must match the pins
+    // that may see it (base/pins.hpp).
+    (void)pier::base::pins::prepare();
     pier::capi::live.store(s, std::memory_order_release);
     pier::capi::init_count = 1;
     return PTL_OK;
@@ -313,14 +317,15 @@ void PtlFini(void) {
   if (--pier::capi::init_count > 0) return;
   State* s = pier::capi::live.exchange(nullptr, std::memory_order_seq_cst);
   if (!s) return;
+  pier::base::pins::fence();
   // Threads still inside a call leave within a turn (a wait looks up the
   // state between turns of at most a millisecond); wake the sleepers.
   auto deadline = pier::base::Deadline::after_ms(10000);
-  while (pier::capi::pins.load(std::memory_order_seq_cst) != 0) {
+  while (pier::base::pins::held() != 0) {
     if (deadline.expired()) {
       PIER_LOG(error, "capi",
                "PtlFini: {} calls still inside pier after 10 s; the state is left in place",
-               pier::capi::pins.load());
+               pier::base::pins::held());
       return;
     }
     s->lib->notifier().bump();
