@@ -74,6 +74,10 @@ struct Arrival {
   std::uint64_t length = 0;
   /// Pass unchanged to Core::recv() (R8).
   Incoming* handle = nullptr;
+  /// The payload came with the header (no rendezvous): a recv() inside
+  /// this lib_parse copies it and ends the message before it returns, so
+  /// a recv() with a null cookie leaves nothing to finalize.
+  bool at_hand = false;
 };
 
 /// The LIB-side callbacks of an upper layer.

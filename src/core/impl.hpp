@@ -301,6 +301,7 @@ class Core::Impl {
     a.header = header;
     a.length = length;
     a.handle = &in;
+    a.at_hand = !in.rendezvous;
     parsing_ = &in;
     parse_answered_ = false;
     const bool ring_was_empty = completion_count_ == 0;

@@ -309,6 +309,12 @@ class Lib final : public core::Client, public nal::Lib {
   /// requests wait for one, unless `from_park`): the caller parks it.
   bool parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
                      bool from_park = false) noexcept;
+  /// A put that lands now in one piece into `e`, which it leaves linked,
+  /// with nothing to wait behind: copied, counted, posted and acknowledged
+  /// here, without a message state. False (nothing done) when its range
+  /// crosses the entry's iovec elements.
+  bool put_now(const core::Arrival& a, const wire::PortalsHeader& h, Ni& ni, Pt& pt, Entry& e,
+               const ptl_process_t& initiator) noexcept;
   /// Keeps a request that found no message state, in arrival order; false
   /// when the ring is full.
   bool park(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;

@@ -360,6 +360,15 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
       return refuse(a, h, wire::NiFail::dropped);
     }
   }
+  // No message state for a put that ends here and now: one that lands in
+  // one piece from the packet, takes no unexpected header, does not unlink
+  // or move its entry's offset, and has nothing before it to wait behind
+  // (no late write, R-L4; nothing of this portal entry in flight, whose
+  // events come first).
+  if (a.at_hand && h.op == wire::PortalsOp::put && !uh && late_writes_ == 0 && pt.inflight == 0 &&
+      !(e->options & (PTL_ME_USE_ONCE | PTL_ME_MANAGE_LOCAL)) &&
+      put_now(a, h, ni, pt, *e, initiator))
+    return true;
   Msg* m = new_msg(true);
   if (!m) return false;  // parked: nothing above changed any state
 
@@ -530,6 +539,64 @@ bool Lib::parse_request(const core::Arrival& a, const wire::PortalsHeader& h,
     PIER_LOG(warn, "lib", "cannot take a {} from rank {}: {}", wire::to_string(h.op), a.source,
              to_string(s));
     complete_target(m, PTL_NI_UNDELIVERABLE);
+  }
+  return true;
+}
+
+bool Lib::put_now(const core::Arrival& a, const wire::PortalsHeader& h, Ni& ni, Pt& pt, Entry& e,
+                  const ptl_process_t& initiator) noexcept {
+  const ptl_size_t offset = h.remote_offset;
+  const ptl_size_t room = offset > e.buffer.length ? 0 : e.buffer.length - offset;
+  const ptl_size_t mlength = std::min(std::min<ptl_size_t>(h.length, room), ni.limits.max_msg_size);
+  std::size_t local = 0;
+  const core::Region* seg = contiguous(e.buffer, offset, mlength, &local);
+  if (seg == nullptr) return false;
+  ptl_ni_fail_t fail = PTL_NI_OK;
+  if (Status s = core_.recv(a.handle, nullptr, seg, local, mlength, a.length); s != Status::ok) {
+    PIER_LOG(warn, "lib", "cannot take a put from rank {}: {}", a.source, to_string(s));
+    (void)core_.recv(a.handle, nullptr, nullptr, 0, 0, 0);  // clean it off the wire
+    fail = PTL_NI_UNDELIVERABLE;
+  }
+  const bool ok = fail == PTL_NI_OK;
+  // complete_target()'s order: the event, the count, the ack.
+  if (!(e.options & PTL_ME_EVENT_COMM_DISABLE) &&
+      !(ok && (e.options & PTL_ME_EVENT_SUCCESS_DISABLE))) {
+    ptl_event_t ev{};
+    ev.type = PTL_EVENT_PUT;
+    ev.start = e.buffer.address(offset);
+    ev.user_ptr = e.user_ptr;
+    ev.hdr_data = h.hdr_data;
+    ev.match_bits = h.match_bits;
+    ev.rlength = h.length;
+    ev.mlength = mlength;
+    ev.remote_offset = h.remote_offset;
+    ev.initiator = initiator;
+    ev.uid = h.uid;
+    ev.pt_index = h.pt_index;
+    ev.ptl_list = e.list;
+    ev.ni_fail_type = fail;
+    post(pt.eq, ev);  // R-E2
+  }
+  const ptl_list_t list = e.list;
+  // A count may run triggered operations (an unlink of `e` among them):
+  // nothing of the entry is read after it.
+  if (e.ct && (e.options & PTL_ME_EVENT_CT_COMM))
+    count(e.ct, ok, mlength, e.options & PTL_ME_EVENT_CT_BYTES);
+  const auto ack = static_cast<ptl_ack_req_t>(h.ack_request);
+  if (ack != PTL_NO_ACK_REQ && ok) {
+    wire::PortalsHeader r;
+    r.op = answer_op(h.op, ack);
+    r.matching = ni.matching ? wire::Matching::matching : wire::Matching::non_matching;
+    r.addressing = ni.logical ? wire::Addressing::logical : wire::Addressing::physical;
+    r.ni_fail = static_cast<wire::NiFail>(fail);
+    r.pt_index = h.pt_index;
+    r.cookie = h.cookie;
+    r.length = h.length;
+    r.mlength = mlength;
+    r.remote_offset = offset;
+    r.hdr_data = list;
+    if (Status s = send_answer(a.source, r, nullptr, nullptr, 0, 0); s != Status::ok)
+      PIER_LOG(warn, "lib", "cannot ack rank {}: {}", a.source, to_string(s));
   }
   return true;
 }

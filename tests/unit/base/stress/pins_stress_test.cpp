@@ -41,13 +41,11 @@ TEST(PinsStress, AnotherThreadsPinIsCountedUntilItLeaves) {
     step.store(3);
   });
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (step.load() != 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
+  while (step.load() != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   ASSERT_EQ(step.load(), 1);
   EXPECT_EQ(pins::held(), 1);
   step.store(2);
-  while (step.load() != 3 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
+  while (step.load() != 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   ASSERT_EQ(step.load(), 3);
   EXPECT_EQ(pins::held(), 0);
   t.join();
