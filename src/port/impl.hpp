@@ -500,7 +500,11 @@ class Port::Impl {
   void settle(Connection* c) noexcept;
   void complete(Op* op) noexcept;
   bool serve_head(Stream* s) noexcept;
-  bool deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept;
+  /// `at_hand`: inside the arrival's lib_parse, its payload with it
+  /// (core::Arrival::at_hand), so a small message lands before recv()
+  /// returns and its event is ready at once.
+  bool deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h,
+               bool at_hand = false) noexcept;
   Buffer* take_buffer(std::uint8_t priority, std::uint8_t size) noexcept {
     return free_buffers[priority][size].pop();
   }

@@ -238,7 +238,8 @@ Status Port::Impl::deregister_range(void* ptr, std::size_t len) noexcept {
   return Status::not_found;
 }
 
-bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h) noexcept {
+bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHeader& h,
+                         bool at_hand) noexcept {
   auto clean = [&] { (void)core().recv(handle, nullptr, nullptr, 0, 0, 0); };
   switch (h.kind) {
     case wire::PortKind::send: {
@@ -288,6 +289,15 @@ bool Port::Impl::deliver(Stream* s, core::Incoming* handle, const wire::PortHead
       if (h.length == 0) {
         clean();
         mark_ready(slot);
+      } else if (fast && at_hand) {
+        // Copied before recv() returns: no finalize to wait for.
+        if (core().recv(handle, nullptr, &region, offset, h.length, h.length) == Status::ok) {
+          mark_ready(slot);
+        } else {
+          PIER_LOG(error, "port", "port {}: cannot receive from node {}", id, s->node);
+          clean();
+          withdraw_receive(slot);
+        }
       } else if (core().recv(handle, tagged(slot, CookieTag::slot), &region, offset, h.length,
                              h.length) == Status::ok) {
         ++pinned;
@@ -406,7 +416,8 @@ void Port::Impl::on_arrival(const core::Arrival& a, const wire::PortHeader& h) n
     }
     return;
   }
-  if (s->suspended > 0 || !s->held.empty() || !deliver(s, a.handle, h)) hold(s, a.handle, h);
+  if (s->suspended > 0 || !s->held.empty() || !deliver(s, a.handle, h, a.at_hand))
+    hold(s, a.handle, h);
 }
 
 void Port::Impl::restart_stream(Stream* s, std::uint16_t sender_epoch) noexcept {
