@@ -576,6 +576,7 @@ Status Core::send(const SendArgs& a) noexcept {
   if (wire::FrameHeader::size + a.header.size() + a.length <= gate.send_limit &&
       impl.eager_fast(gate, a, data, entry))
     return Status::ok;
+  if (a.copy_now_only) return Status::no_resource;
   SendMsg* m = impl.sends_.acquire();
   if (m == nullptr) {
     impl.room_owed_ = true;

@@ -114,6 +114,11 @@ struct SendArgs {
   const Region* region = nullptr;     ///< null only when length is 0
   std::size_t offset = 0;
   std::size_t length = 0;
+  /// Only if the core takes the bytes now: the eager fast path copies the
+  /// header and the data into the driver's buffer before send() returns.
+  /// Otherwise no_resource, and nothing was sent. With a null cookie such a
+  /// send is complete, for its caller, when send() returns ok.
+  bool copy_now_only = false;
 };
 
 /// Counters for tests and pier-info; all monotonic except the gauges.

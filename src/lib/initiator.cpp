@@ -227,6 +227,30 @@ int Lib::launch(const Move& mv, const Checked& k) noexcept {
   Md* get_md = k.get_md;
   bool fetch = mv.op == wire::PortalsOp::fetch_atomic || mv.op == wire::PortalsOp::swap;
   core::Rank peer = k.peer;
+  wire::PortalsHeader h;
+  h.op = mv.op;
+  h.ack_request = fetch || mv.op == wire::PortalsOp::get
+                      ? wire::AckRequest::none
+                      : static_cast<wire::AckRequest>(mv.ack_req);
+  h.matching = ni->matching ? wire::Matching::matching : wire::Matching::non_matching;
+  h.addressing = ni->logical ? wire::Addressing::logical : wire::Addressing::physical;
+  ptl_process_t me = my_id(*ni);
+  h.initiator_nid = ni->logical ? me.rank : me.phys.nid;
+  h.initiator_pid = ni->logical ? 0 : me.phys.pid;
+  h.target_nid = ni->logical ? mv.target.rank : mv.target.phys.nid;
+  h.target_pid = ni->logical ? 0 : mv.target.phys.pid;
+  h.uid = uid_;
+  h.pt_index = mv.pt_index;
+  h.match_bits = mv.match_bits;
+  h.hdr_data = mv.hdr_data;
+  h.remote_offset = mv.remote_offset;
+  h.length = mv.length;
+  // A put nobody answers needs no message state when the core copies it
+  // out at once; only with nothing of the NI in flight (whose SEND events
+  // come first) and nothing deferred (which leaves first).
+  if (mv.op == wire::PortalsOp::put && mv.ack_req == PTL_NO_ACK_REQ && ni->inflight == 0 &&
+      deferred_count_ == 0 && put_copied(mv, k, h))
+    return PTL_OK;
   Msg* m = new_msg(false);
   if (!m) return PTL_NO_SPACE;
   m->initiator = true;
@@ -259,24 +283,6 @@ int Lib::launch(const Move& mv, const Checked& k) noexcept {
     return PTL_NO_SPACE;
   }
 
-  wire::PortalsHeader h;
-  h.op = mv.op;
-  h.ack_request = fetch || mv.op == wire::PortalsOp::get
-                      ? wire::AckRequest::none
-                      : static_cast<wire::AckRequest>(mv.ack_req);
-  h.matching = ni->matching ? wire::Matching::matching : wire::Matching::non_matching;
-  h.addressing = ni->logical ? wire::Addressing::logical : wire::Addressing::physical;
-  ptl_process_t me = my_id(*ni);
-  h.initiator_nid = ni->logical ? me.rank : me.phys.nid;
-  h.initiator_pid = ni->logical ? 0 : me.phys.pid;
-  h.target_nid = ni->logical ? mv.target.rank : mv.target.phys.nid;
-  h.target_pid = ni->logical ? 0 : mv.target.phys.pid;
-  h.uid = uid_;
-  h.pt_index = mv.pt_index;
-  h.match_bits = mv.match_bits;
-  h.hdr_data = mv.hdr_data;
-  h.remote_offset = mv.remote_offset;
-  h.length = mv.length;
   h.cookie = static_cast<std::uint64_t>(msgs_.handle_of(m));
   const core::Region* region = nullptr;
   std::size_t offset = 0, length = 0;
@@ -322,6 +328,33 @@ int Lib::launch(const Move& mv, const Checked& k) noexcept {
     finish_initiator(m);
   }
   return PTL_OK;
+}
+
+bool Lib::put_copied(const Move& mv, const Checked& k, const wire::PortalsHeader& h) noexcept {
+  Md* md = k.md;
+  const core::Region* region = nullptr;
+  std::size_t offset = 0;
+  if (mv.length > 0) {
+    const std::size_t i = md->buffer.segment_at(mv.local_offset);
+    const std::size_t in = mv.local_offset - md->buffer.starts[i];
+    if (mv.length > md->buffer.segments[i].extent - in) return false;  // staged: launch()
+    region = &md->buffer.segments[i];
+    offset = in;
+  }
+  if (send_header(k.peer, h, nullptr, region, offset, mv.length, true) != Status::ok) return false;
+  // Sent, and the MD's bytes copied: finish_initiator()'s SEND and count.
+  const unsigned o = md->desc.options;
+  if (md->eq && !(o & (PTL_MD_EVENT_SEND_DISABLE | PTL_MD_EVENT_SUCCESS_DISABLE))) {
+    ptl_event_t ev{};
+    ev.type = PTL_EVENT_SEND;
+    ev.user_ptr = mv.user_ptr;
+    ev.ni_fail_type = PTL_NI_OK;
+    ev.mlength = mv.length;
+    post(md->eq, ev);
+  }
+  if (md->ct && (o & PTL_MD_EVENT_CT_SEND))
+    count(md->ct, true, mv.length, o & PTL_MD_EVENT_CT_BYTES);  // R-C2
+  return true;
 }
 
 void Lib::finish_initiator(Msg* m) noexcept {

@@ -367,7 +367,8 @@ class Lib final : public core::Client, public nal::Lib {
   void complete_target(Msg* m, ptl_ni_fail_t fail) noexcept;
   void deliver_answer(Msg* m) noexcept;
   Status send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
-                     const core::Region* region, std::size_t offset, std::size_t length) noexcept;
+                     const core::Region* region, std::size_t offset, std::size_t length,
+                     bool copy_now_only = false) noexcept;
   /// send_header, but when the core has no room now the packet waits in
   /// deferred_ (in order) and leaves from a later parse or finalize.
   /// Inline: every request and answer leaves through it, and it is a
@@ -438,6 +439,10 @@ class Lib final : public core::Client, public nal::Lib {
   }
   /// start_move() of a move check_move() just passed (`k`).
   int launch(const Move& mv, const Checked& k) noexcept;
+  /// A put without an ack, sent only if the core copies it out at once:
+  /// then it is complete (its SEND event and count come now) and needs no
+  /// message state. False when nothing was sent.
+  bool put_copied(const Move& mv, const Checked& k, const wire::PortalsHeader& h) noexcept;
   void parse_answer(const core::Arrival& a, const wire::PortalsHeader& h) noexcept;
   void finish_initiator(Msg* m) noexcept;
   void release_msg(Msg* m) noexcept;

@@ -130,8 +130,8 @@ void Lib::retry_parked() noexcept {
 }
 
 Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* cookie,
-                        const core::Region* region, std::size_t offset,
-                        std::size_t length) noexcept {
+                        const core::Region* region, std::size_t offset, std::size_t length,
+                        bool copy_now_only) noexcept {
   // Not zeroed: the encoders write every byte of the length they return,
   // and only those are sent.
   std::array<std::byte, wire::PortalsHeader::size> bytes;
@@ -160,6 +160,7 @@ Status Lib::send_header(core::Rank peer, const wire::PortalsHeader& h, void* coo
   s.region = region;
   s.offset = offset;
   s.length = length;
+  s.copy_now_only = copy_now_only;
   return core_.send(s);
 }
 
