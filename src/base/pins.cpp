@@ -30,9 +30,11 @@ namespace {
 constinit Slot shared_slot{true};
 std::atomic<Slot*> slots{&shared_slot};
 
+#ifndef PIER_PINS_TSAN
 long membarrier(int cmd) noexcept {
   return ::syscall(__NR_membarrier, cmd, 0, 0);
 }
+#endif
 
 /// Gives the thread's slot back when it exits (a pin never outlives its
 /// call, so the count is 0 by then).
