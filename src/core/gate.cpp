@@ -265,7 +265,10 @@ bool Core::Impl::drain_dying(Gate& gate, Rail& rail) noexcept {
     return true;
   }
   rail.draining = true;
+  // Twice when the first finds nothing: a poll right after a packet may
+  // look only at what the driver buffered (tcp reads on the next one).
   bool more = poll_small_recv(gate, rail, 1024);
+  if (!more && gate.state != GateState::failed) more = poll_small_recv(gate, rail, 1024);
   rail.draining = false;
   if (gate.state == GateState::failed) return true;
   // Eager messages read in full that wait for a receive state would go

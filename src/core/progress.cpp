@@ -27,7 +27,10 @@ Status Core::Impl::progress() noexcept {
     if (plainly_pollable(gate, rail)) {
       // poll_small_recv(gate, rail, 32) with its first poll here.
       const Status st = rail.small->recv_poll(rail.rx);
-      if (st != Status::in_progress) recv_polled(gate, rail, st, 32);
+      if (st != Status::in_progress)
+        recv_polled(gate, rail, st, 32);
+      else
+        rail.took_one = rail.burst = false;
     } else {
       poll_small_recv(gate, rail, 32);
     }

@@ -21,7 +21,10 @@ bool Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
       // The rail's packet, not a fresh one: the driver fills what it hands
       // out, and zeroing a packet on every empty poll is measurable.
       const Status st = inst.recv_poll(rail.rx);
-      if (st == Status::in_progress) return false;
+      if (st == Status::in_progress) {
+        rail.took_one = rail.burst = false;
+        return false;
+      }
       return recv_polled(gate, rail, st, budget + 1);
     }
     if (!rail.rx_posted) {
@@ -54,6 +57,10 @@ bool Core::Impl::poll_small_recv(Gate& gate, Rail& rail, int budget) noexcept {
 
 bool Core::Impl::recv_polled(Gate& gate, Rail& rail, Status st, int budget) noexcept {
   // poll_small_recv()'s loop for a recv_buf rail, from its first answer on.
+  if (rail.took_one) {
+    rail.took_one = false;
+    rail.burst = true;
+  }
   for (;;) {
     if (st != Status::ok) {
       rail_failed(gate, rail, st);
@@ -65,6 +72,10 @@ bool Core::Impl::recv_polled(Gate& gate, Rail& rail, Status st, int budget) noex
     // N9: exactly once, after parsing; lib_parse copied what it wanted.
     (void)inst.recv_buf_release(pkt);
     if (!packet_taken(gate, s)) return false;
+    if (quiet_arrival_ && !rail.burst && !rail.draining) {
+      rail.took_one = true;
+      return true;  // not looked at: more may wait
+    }
     if (--budget <= 0) return true;  // the budget ran out: more may wait
     if (const PollNext next = may_poll(gate, rail); next != PollNext::poll)
       return next == PollNext::later;

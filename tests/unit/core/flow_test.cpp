@@ -44,6 +44,37 @@ TEST(Credits, SenderStopsAtTheGrantAndGetsEveryCreditBack) {
   EXPECT_GE(c.cores[1]->stats().credit_packets, 1u);
 }
 
+/// A pass that takes an eager message answered in lib_parse stops polling
+/// that rail there: in a ping-pong the next poll only delays the reply (over
+/// shm it reads a ring line untouched for a lap). A pass that then finds a
+/// packet at once is in a stream and takes what waits in one go, until a
+/// pass finds nothing.
+TEST(Progress, APassTakesOneAnsweredMessageUnlessAStreamFlows) {
+  for (const char* drivers : {"shm", "self"}) {
+    SCOPED_TRACE(drivers);
+    Cluster c(2, drivers);
+    ASSERT_EQ(c.status, Status::ok);
+    Recorder& rx = *c.clients[1];
+    auto small = pattern(16, 7);
+    ASSERT_EQ(c.send(0, 1, small, cookie(1)), Status::ok);
+    ASSERT_TRUE(c.run_until([&] {
+      return rx.parsed.size() == 1 && c.cores[0]->pending() == 0 && c.cores[1]->pending() == 0;
+    }));
+    for (int round = 0; round < 2; ++round) {
+      (void)c.cores[1]->progress();  // finds nothing: not in a stream
+      const std::size_t before = rx.parsed.size();
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(c.send(0, 1, small, cookie(10 + i)), Status::ok);
+      const auto deadline = base::Deadline::after_ms(10000);  // all sent, none taken
+      while (c.cores[0]->pending() != 0 && !deadline.expired()) (void)c.cores[0]->progress();
+      ASSERT_EQ(c.cores[0]->pending(), 0u);
+      (void)c.cores[1]->progress();
+      EXPECT_EQ(rx.parsed.size(), before + 1) << "round " << round;
+      (void)c.cores[1]->progress();
+      EXPECT_EQ(rx.parsed.size(), before + 4) << "round " << round;
+    }
+  }
+}
+
 /// The finalize ring is sized for one completion per live message state,
 /// but an eager message answered in lib_parse frees its state at once and
 /// the next packet of the same pass takes it again: one pass taking more
