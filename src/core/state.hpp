@@ -174,12 +174,13 @@ struct Rail {
   std::unique_ptr<std::byte[]> rx_buf;
   std::size_t rx_capacity = 0;  ///< our receive capacity on this driver (rx_buf's size)
   bool rx_posted = false;
-  /// A pass that took an eager message answered in lib_parse ends its
-  /// polling of this rail there (took_one): the next poll would read a ring
-  /// line untouched for a lap, a cache miss the reply a ping-pong sends
-  /// next would wait for. A pass that then finds a packet at once shows a
-  /// stream (burst): its passes take packets in batches again, until a
-  /// first poll finds none.
+  /// A pass that took an eager message in sequence that left the gate
+  /// nothing to do (Impl::quiet_arrival_, the common one answered in
+  /// lib_parse) ends its polling of this rail there (took_one): the next
+  /// poll would read a ring line untouched for a lap, a cache miss the
+  /// reply a ping-pong sends next would wait for. A pass that then finds a
+  /// packet at once shows a stream (burst): its passes take packets in
+  /// batches again, until a first poll finds none.
   bool took_one = false;
   bool burst = false;
   Fifo<SmallSend, &SmallSend::next> inflight;
